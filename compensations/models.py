@@ -1,0 +1,3 @@
+"""Saga compensations and dead-letter tickets."""
+
+from __future__ import annotations

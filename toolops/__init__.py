@@ -1,0 +1,7 @@
+"""ToolOps: safe tool calls for AI agents."""
+
+from __future__ import annotations
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

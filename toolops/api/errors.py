@@ -1,0 +1,77 @@
+"""API-level errors as RFC 9457 problem details. Tool-level outcomes are not errors: they
+are calls with a status (API.md)."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from toolops.executor.pipeline import BadCallRequest, RunNotRunning, ToolCallConflict
+from toolops.services import RunEndingConflict
+
+
+def problem(status: int, detail: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail or HTTPStatus(status).description,
+        **extra,
+    }
+
+
+def _flatten(detail: Any, prefix: str = "") -> list[str]:
+    if isinstance(detail, dict):
+        out: list[str] = []
+        for key, value in detail.items():
+            name = key if key != "non_field_errors" else ""
+            out += _flatten(value, f"{prefix}.{name}" if prefix and name else (name or prefix))
+        return out
+    if isinstance(detail, list):
+        return [m for item in detail for m in _flatten(item, prefix)]
+    return [f"{prefix}: {detail}" if prefix else str(detail)]
+
+
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, (RunNotRunning, ToolCallConflict, RunEndingConflict)):
+        set_rollback()
+        return _respond(problem(409, str(exc)), 409)
+    elif isinstance(exc, BadCallRequest):
+        set_rollback()
+        return _respond(problem(400, f"{exc.field}: {exc}", errors={exc.field: [str(exc)]}), 400)
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    set_rollback()
+    if isinstance(exc, exceptions.ValidationError):
+        messages = _flatten(exc.detail)
+        body = problem(400, "; ".join(messages), errors=exc.detail)
+    else:
+        body = problem(exc.status_code, str(exc.detail))
+    response = _respond(body, exc.status_code)
+    if getattr(exc, "auth_header", None):
+        response["WWW-Authenticate"] = exc.auth_header
+    if getattr(exc, "wait", None):
+        response["Retry-After"] = str(max(1, int(exc.wait)))
+    return response
+
+
+def _respond(body: dict[str, Any], status: int) -> Response:
+    return Response(body, status=status, content_type="application/problem+json")
+
+
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(
+        problem(404, f"No API endpoint at {request.path}."),
+        status=404,
+        content_type="application/problem+json",
+    )

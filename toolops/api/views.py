@@ -1,0 +1,174 @@
+"""The executor API (API.md): one APIView per endpoint."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from toolops import selectors, services
+from toolops.tools import registry
+
+from .output import (
+    BudgetSchema,
+    CallSchema,
+    ProblemSchema,
+    RunSchema,
+    ToolListSchema,
+    call_out,
+    run_out,
+)
+
+ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+TRACE_RE = re.compile(r"^[0-9a-f]{32}$")
+ERRORS = {400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema}
+
+
+class IdField(serializers.RegexField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            ID_RE,
+            max_length=128,
+            error_messages={"invalid": "must be 1–128 characters from [A-Za-z0-9._:-]"},
+            **kwargs,
+        )
+
+
+class RunCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        run_id = IdField(required=False)
+        trace_id = serializers.RegexField(
+            TRACE_RE, required=False,
+            error_messages={"invalid": "must be 32 lowercase hex characters"},
+        )  # fmt: skip
+        session_key = IdField(required=False, allow_null=True)
+        budget = BudgetSchema(required=False, allow_null=True)
+        metadata = serializers.DictField(required=False, allow_null=True)
+
+    @extend_schema(request=InputSerializer, responses={200: RunSchema, 201: RunSchema, **ERRORS})
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run, created = services.run_create(
+            agent=request.user,
+            run_id=data.validated_data.get("run_id"),
+            trace_id=data.validated_data.get("trace_id"),
+            session_key=data.validated_data.get("session_key"),
+            budget=data.validated_data.get("budget"),
+            metadata=data.validated_data.get("metadata"),
+        )
+        return Response(run_out(run), status=201 if created else 200)
+
+
+class RunDetailApi(APIView):
+    @extend_schema(responses={200: RunSchema, **ERRORS})
+    def get(self, request: Request, run_id: str) -> Response:
+        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        return Response(run_out(run))
+
+
+class RunCompleteApi(APIView):
+    @extend_schema(request=None, responses={200: RunSchema, **ERRORS})
+    def post(self, request: Request, run_id: str) -> Response:
+        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        return Response(run_out(services.run_complete(run=run)))
+
+
+class RunAbortApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+    @extend_schema(request=InputSerializer, responses={202: RunSchema, **ERRORS})
+    def post(self, request: Request, run_id: str) -> Response:
+        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        data = self.InputSerializer(data=request.data or {})
+        data.is_valid(raise_exception=True)
+        run = services.run_abort(run=run, reason=data.validated_data.get("reason", ""))
+        return Response(run_out(run), status=202)
+
+
+class ArgsField(serializers.Field):
+    """A JSON object, or a string holding one; the executor judges the contents."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, (dict, str)):
+            raise serializers.ValidationError("must be a JSON object or a string holding one")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class CallCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        step_index = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+        tool = serializers.CharField(max_length=128, trim_whitespace=True)
+        args = ArgsField()
+        tool_call_id = IdField(required=False)
+        depends_on = serializers.ListField(child=IdField(), required=False, max_length=100)
+        tokens = serializers.IntegerField(min_value=0, required=False, default=0)
+        wait = serializers.FloatField(min_value=0, max_value=30, required=False, default=0)
+
+    @extend_schema(request=InputSerializer, responses={200: CallSchema, 202: CallSchema, **ERRORS})
+    def post(self, request: Request, run_id: str) -> Response:
+        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        answer = services.call_submit(run=run, request=services.CallRequest(**data.validated_data))
+        call = answer.call
+        call.run = run
+        return Response(
+            call_out(call, replayed=answer.replayed), status=202 if call.is_waiting else 200
+        )
+
+
+class CallDetailApi(APIView):
+    class QuerySerializer(serializers.Serializer):
+        wait = serializers.FloatField(min_value=0, max_value=30, required=False, default=0)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("wait", float, description="Long-poll up to N ≤ 30 s")],
+        responses={200: CallSchema, 202: CallSchema, **ERRORS},
+    )
+    def get(self, request: Request, call_id: str) -> Response:
+        call = selectors.call_get_for_agent(agent=request.user, call_id=call_id)
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        if query.validated_data["wait"] > 0:
+            call = services.call_wait(call=call, seconds=query.validated_data["wait"])
+        return Response(call_out(call), status=202 if call.is_waiting else 200)
+
+
+class ToolListApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["openai"])],
+        responses={200: ToolListSchema, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        tools = registry.public_tools()
+        if request.query_params.get("format") == "openai":
+            return Response({"tools": [
+                {"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.params_schema,
+                }}
+                for t in tools
+            ]})  # fmt: skip
+        return Response({"tools": [
+            {
+                "name": t.name,
+                "description": t.description,
+                "kind": t.kind,
+                "params_schema": t.params_schema,
+                "requires_approval": t.requires_approval,
+                "compensation": t.compensation.tool if t.compensation else None,
+                "query": t.query.tool if t.query else None,
+                "available": True,
+                "available_at": None,
+            }
+            for t in tools
+        ]})  # fmt: skip

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ToolopsConfig(AppConfig):
+    name = "toolops"
+    verbose_name = "ToolOps"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the catalog check)
+        from .tools import builtin  # noqa: F401  (registers the Python tools)

@@ -1,0 +1,45 @@
+"""`manage.py check` validates the tool catalog: a bad file is an error naming the tool
+and field; an unsafe write nobody can reconcile is a warning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from toolops.tools import registry
+from toolops.tools.catalog import CatalogError, cross_check
+
+
+@checks.register("toolops")
+def check_tool_catalog(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    registry.reset()
+    try:
+        tools = registry.load()
+    except CatalogError as exc:
+        return [
+            checks.Error(
+                str(exc),
+                hint=f"Fix the tool catalog ({settings.TOOLOPS_TOOLS_FILE}).",
+                id="toolops.E001",
+            )
+        ]
+    return [
+        checks.Warning(p.removeprefix("warning:"), id="toolops.W001")
+        for p in cross_check(tools)
+        if p.startswith("warning:")
+    ]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_https(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if settings.HTTPS:
+        return []
+    return [
+        checks.Warning(
+            "TOOLOPS_HTTPS is off: cookies are not secure and there is no HSTS or SSL redirect.",
+            hint="Set TOOLOPS_HTTPS=1 when ToolOps is served over HTTPS.",
+            id="toolops.W002",
+        )
+    ]

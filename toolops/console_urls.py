@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from . import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.run_list, name="runs"),
+    path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+]

@@ -1,0 +1,133 @@
+"""Canonical args: what makes model jitter (key order, white space, 199 vs "199.00")
+produce one idempotency key. RFC 8785 serialisation comes from the `rfc8785` library;
+the schema-aware normalisation before it is ours."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import rfc8785
+
+
+class ArgsError(ValueError):
+    """Args that cannot be normalised; `field` names where, for the model's feedback."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def parse_args(raw: Any) -> dict[str, Any]:
+    """Args arrive as an object, or as a string holding one (OpenAI-style clients)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise ArgsError("args", f"args is a string but not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ArgsError("args", f"args must be a JSON object, got {_json_type(raw)}")
+    return raw
+
+
+def normalize(value: Any, schema: dict[str, Any] | None, path: str = "") -> Any:
+    """Strip strings, put decimals and numbers in one form, following the schema."""
+    schema = schema or {}
+    types = schema.get("type")
+    if schema.get("format") == "decimal":
+        return _decimal_string(value, schema, path)
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        return {
+            k: normalize(
+                v, props.get(k, extra if isinstance(extra, dict) else None), _join(path, k)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else None
+        return [normalize(v, items, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+        value = value.strip()
+        # Models often quote numbers: "2" where the schema says integer.
+        if types in ("integer", "number") and value:
+            number = _to_decimal(value)
+            if number is not None:
+                return _number(number)
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def canonical_json(value: Any) -> bytes:
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        raise ArgsError("args", f"args cannot be canonicalised: {exc}") from None
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _decimal_string(value: Any, schema: dict[str, Any], path: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return value  # the schema validation names the problem
+    number = _to_decimal(value.strip() if isinstance(value, str) else value)
+    if number is None:
+        return value.strip() if isinstance(value, str) else value
+    places = _decimal_places(schema)
+    if places is not None:
+        number = number.quantize(Decimal(1).scaleb(-places))
+        return f"{number:f}"
+    text = f"{number.normalize():f}"
+    return text
+
+
+def _decimal_places(schema: dict[str, Any]) -> int | None:
+    if isinstance(schema.get("x-decimal-places"), int):
+        return int(schema["x-decimal-places"])
+    step = schema.get("multipleOf")
+    if isinstance(step, (int, float)) and step > 0:
+        exponent = Decimal(str(step)).normalize().as_tuple().exponent
+        return max(0, -int(exponent))
+    return None
+
+
+def _to_decimal(value: Any) -> Decimal | None:
+    try:
+        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+def _number(number: Decimal) -> int | float:
+    if number == number.to_integral_value():
+        return int(number)
+    return float(number)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+    }.get(type(value), type(value).__name__)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")

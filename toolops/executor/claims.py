@@ -1,0 +1,93 @@
+"""The idempotency claim, in SQL: INSERT … ON CONFLICT DO NOTHING decides the one winner,
+and every lease is timed by the database's clock, never a process clock (processes'
+clocks drift; the database's is the one they all share)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+TABLE = "toolops_idempotencyrecord"
+
+
+def _now() -> str:
+    if connection.vendor == "postgresql":
+        return "statement_timestamp()"
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+
+
+def _now_plus() -> tuple[str, object]:
+    """SQL for now + N seconds, and a function turning N into its parameter."""
+    if connection.vendor == "postgresql":
+        return "statement_timestamp() + %s * interval '1 second'", float
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', %s)", lambda s: f"+{float(s):.3f} seconds"
+
+
+def claim(*, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float) -> bool:
+    """True when this request won the right to call the downstream."""
+    plus, param = _now_plus()
+    sql = (
+        f'INSERT INTO {TABLE} ("key", call_ref, tool, state, fence, lease_until, created_at, '
+        f"expires_at) VALUES (%s, %s, %s, 'claimed', 1, {plus}, {_now()}, {plus}) "
+        'ON CONFLICT ("key") DO NOTHING RETURNING id'
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key, call_ref, tool, param(lease_s), param(ttl_s)])  # type: ignore[operator]
+        return cursor.fetchone() is not None
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    state: str
+    fence: int
+    call_ref: str
+    lease_expired: bool
+
+
+def peek(*, key: str) -> ClaimState | None:
+    sql = f'SELECT state, fence, call_ref, lease_until < {_now()} FROM {TABLE} WHERE "key" = %s'
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return ClaimState(state=row[0], fence=row[1], call_ref=row[2], lease_expired=bool(row[3]))
+
+
+def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:
+    """Take a claim whose holder's lease ran out; the new fence, or None if another
+    request took it first or the holder recorded after all."""
+    plus, param = _now_plus()
+    sql = (
+        f"UPDATE {TABLE} SET fence = fence + 1, lease_until = {plus} "
+        f"WHERE \"key\" = %s AND state = 'claimed' AND fence = %s AND lease_until < {_now()} "
+        "RETURNING fence"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [param(lease_s), key, seen_fence])  # type: ignore[operator]
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def renew(*, key: str, fence: int, lease_s: float) -> bool:
+    """Extend our lease before another attempt; False means we lost the claim."""
+    plus, param = _now_plus()
+    sql = (
+        f"UPDATE {TABLE} SET lease_until = {plus} "
+        "WHERE \"key\" = %s AND state = 'claimed' AND fence = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [param(lease_s), key, fence])  # type: ignore[operator]
+        return cursor.rowcount == 1
+
+
+def record(*, key: str, fence: int) -> bool:
+    """Mark the claim recorded — only while we still hold it (the fencing token)."""
+    sql = (
+        f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {_now()} "
+        "WHERE \"key\" = %s AND state = 'claimed' AND fence = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key, fence])
+        return cursor.rowcount == 1

@@ -1,0 +1,105 @@
+"""The one failure classifier every tool shares (DESIGN.md "Failure classes").
+
+A transport (HTTP or Python) reports what happened as an `Outcome`; `classify` decides
+whether that is a result, a fatal failure, a harmless retry, or an unknown outcome."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class Failure(enum.StrEnum):
+    """How an attempt went wrong, before we judge whether it matters."""
+
+    TIMEOUT = "timeout"  # the request may have been sent and processed
+    REFUSED = "refused"  # the connection was never made: provably not sent
+    RESET = "reset"  # the connection broke mid-request
+    HTTP = "http"  # the downstream answered a non-2xx status
+    INVALID_BODY = "invalid_body"  # 2xx whose body is not JSON
+    ERROR = "error"  # a Python tool raised
+
+
+class Verdict(enum.StrEnum):
+    OK = "ok"
+    FATAL = "fatal"
+    RETRY = "retry"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int | None = None
+    body: Any = None
+    failure: Failure | None = None
+    message: str = ""
+    retry_after: float | None = None
+    request_id: str = ""
+    # Python tools may say themselves whether a failure is worth retrying.
+    retryable: bool | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(frozen=True)
+class Classified:
+    verdict: Verdict
+    reason: str  # an API.md error.reason
+
+    @property
+    def is_ok(self) -> bool:
+        return self.verdict is Verdict.OK
+
+
+# Answers that say the request did not take effect: replay is harmless on any tool.
+NOT_APPLIED_STATUSES = frozenset({429, 503})
+# Answers after which the downstream may or may not have acted.
+AMBIGUOUS_STATUSES = frozenset({500, 502, 504})
+
+
+def classify(outcome: Outcome, *, replay_safe: bool) -> Classified:
+    """`replay_safe`: a read, an idempotent write, or a downstream that honours our
+    Idempotency-Key — sending the same request again cannot do harm twice."""
+    if outcome.failure is None:
+        return Classified(Verdict.OK, "")
+    if outcome.failure is Failure.INVALID_BODY:
+        return Classified(Verdict.FATAL, "result_invalid")
+    if outcome.failure is Failure.REFUSED:
+        return Classified(Verdict.RETRY, "downstream_error")
+    if outcome.failure is Failure.ERROR:
+        if outcome.retryable is None or not outcome.retryable:
+            # An exception in in-process code is a bug until it says otherwise.
+            return Classified(Verdict.FATAL, "downstream_error")
+        return Classified(Verdict.RETRY if replay_safe else Verdict.UNKNOWN, "downstream_error")
+    if outcome.failure is Failure.HTTP:
+        status = outcome.status or 0
+        if status in NOT_APPLIED_STATUSES:
+            return Classified(Verdict.RETRY, "downstream_error")
+        if status in AMBIGUOUS_STATUSES or status >= 500:
+            return Classified(Verdict.RETRY if replay_safe else Verdict.UNKNOWN, "downstream_error")
+        return Classified(Verdict.FATAL, "downstream_error")
+    reason = "timeout" if outcome.failure is Failure.TIMEOUT else "downstream_error"
+    return Classified(Verdict.RETRY if replay_safe else Verdict.UNKNOWN, reason)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds or as an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    from datetime import UTC, datetime
+
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

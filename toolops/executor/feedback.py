@@ -1,0 +1,89 @@
+"""The `feedback` line for the model: what happened and what to do next, in at most 400
+characters and never a stack trace."""
+
+from __future__ import annotations
+
+LIMIT = 400
+
+
+def _cap(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LIMIT else text[: LIMIT - 1].rstrip() + "…"
+
+
+def _short(message: str, limit: int = 120) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def succeeded(tool: str) -> str:
+    return _cap(f"{tool} succeeded. Use its result; do not call it again for the same step.")
+
+
+def replayed(tool: str, status: str) -> str:
+    return _cap(
+        f"This {tool} call was already made in this step; this is its recorded outcome "
+        f"({status}). It was not sent again."
+    )
+
+
+def unknown_tool(name: str, close: list[str]) -> str:
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return _cap(f"There is no tool named {name!r}.{hint} Call one of the available tools instead.")
+
+
+def invalid_args(tool: str, problem: str) -> str:
+    return _cap(
+        f"The args for {tool} are invalid: {_short(problem, 250)}. Fix them and call again."
+    )
+
+
+def fatal(tool: str, message: str) -> str:
+    return _cap(
+        f"{tool} rejected the request ({_short(message)}). Retrying the same call will fail "
+        "again: change the args or take another approach."
+    )
+
+
+def exhausted(tool: str, attempts: int, message: str) -> str:
+    return _cap(
+        f"{tool} failed after {attempts} attempt{'s' if attempts != 1 else ''} "
+        f"({_short(message)}). It may be temporarily down: continue without it if you can, "
+        "and tell the user what could not be done."
+    )
+
+
+def partial(tool: str, message: str) -> str:
+    return _cap(
+        f"{tool} could only return partial data ({_short(message)}). Continue with what you "
+        "have and tell the user what is missing."
+    )
+
+
+def result_invalid(tool: str, message: str) -> str:
+    return _cap(
+        f"{tool} answered, but its result is incomplete or malformed ({_short(message)}). "
+        "Use what is usable with care and do not repeat the call."
+    )
+
+
+def unknown(tool: str, message: str, *, query: str | None) -> str:
+    checking = f"it is being checked with {query}" if query else "a person will check it"
+    return _cap(
+        f"{tool} did not answer clearly ({_short(message, 80)}) and its outcome is unknown. "
+        f"Do not retry: {checking}. Tell the user the action is being verified."
+    )
+
+
+def budget_exhausted(what: str) -> str:
+    return _cap(
+        f"The run's budget is exhausted ({what}). Stop calling tools and summarise what "
+        "was done for the user."
+    )
+
+
+def dependency_failed(ids: list[str]) -> str:
+    return _cap(
+        f"Skipped: this call depends on {', '.join(ids)}, which did not succeed, so nothing "
+        "was sent. Resolve that first or take another path."
+    )

@@ -1,0 +1,564 @@
+"""The path of one call (DESIGN.md): args → key → dependencies → budget → claim →
+attempts (timeout, classify, backoff) → reconcile unknown outcomes → record.
+
+Every stage can end the call, and every ending is a recorded call with feedback. The
+downstream is never called inside a transaction: the claim commits first, the result is
+recorded after, under the claim's fencing token."""
+
+from __future__ import annotations
+
+import difflib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+from jsonschema import Draft202012Validator, FormatChecker
+
+from toolops.models import Attempt, Run, ToolCall, new_span_id
+from toolops.tools import registry
+from toolops.tools.spec import ToolSpec
+
+from . import backoff, claims, feedback
+from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
+from .classify import Verdict, classify
+from .reconcile import QueryResult, query_outcome
+from .transport import send
+
+Status = ToolCall.Status
+Reason = ToolCall.Reason
+
+# How long a request that lost the claim waits for the winner before answering
+# `in_progress` (it also takes over a claim whose holder died, after the lease).
+FOLLOWER_WAIT_S = 30.0
+
+
+class RunNotRunning(Exception):
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"run {run.run_id} is {run.status}; it takes no more calls")
+        self.run = run
+
+
+class ToolCallConflict(Exception):
+    pass
+
+
+class BadCallRequest(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class CallRequest:
+    step_index: int
+    tool: str
+    args: Any
+    tool_call_id: str | None = None
+    depends_on: list[str] = field(default_factory=list)
+    tokens: int = 0
+    wait: float = 0.0
+
+
+@dataclass
+class CallAnswer:
+    call: ToolCall
+    replayed: bool
+
+
+@dataclass
+class _Prepared:
+    spec: ToolSpec | None
+    args: dict[str, Any] | None
+    digest: str
+    canonical: bytes | None
+    problem: str | None  # invalid args, for the model
+
+
+_format_checker = FormatChecker()
+
+
+@_format_checker.checks("decimal", raises=ValueError)
+def _is_decimal(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # the "type" keyword judges non-strings
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return Decimal(value).is_finite()
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a decimal number") from None
+
+
+def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
+    _ensure_running(run)
+    prepared = _prepare(run, request)
+
+    if request.tool_call_id:
+        existing = ToolCall.objects.filter(run=run, tool_call_id=request.tool_call_id).first()
+        if existing is not None:
+            return _answer_existing(existing, request, prepared.digest)
+
+    dependency_failures = _check_dependencies(run, request.depends_on)
+
+    call = ToolCall(
+        call_id=f"c-{uuid.uuid4().hex}",
+        run=run,
+        tool_call_id=request.tool_call_id or f"tc-{uuid.uuid4().hex[:16]}",
+        step_index=request.step_index,
+        tool=request.tool,
+        args=prepared.args if prepared.args is not None else None,
+        args_digest=prepared.digest,
+        depends_on=list(request.depends_on),
+        tokens=request.tokens,
+        status=Status.IN_PROGRESS,
+    )
+    spec = prepared.spec
+    tokens = _Tokens(run, request.tokens)
+
+    if spec is None:
+        close = difflib.get_close_matches(request.tool, registry.names(), n=3, cutoff=0.5)
+        _end(call, Status.FAILED, "fatal", Reason.UNKNOWN_TOOL, f"unknown tool {request.tool!r}",
+             feedback.unknown_tool(request.tool, close))  # fmt: skip
+        return _record_unexecuted(call, tokens)
+    if prepared.problem is not None:
+        _end(call, Status.FAILED, "fatal", Reason.INVALID_ARGS, prepared.problem,
+             feedback.invalid_args(spec.name, prepared.problem))  # fmt: skip
+        return _record_unexecuted(call, tokens)
+    if dependency_failures:
+        message = f"depends on {', '.join(dependency_failures)}"
+        _end(call, Status.SKIPPED, "", Reason.DEPENDENCY_FAILED, message,
+             feedback.dependency_failed(dependency_failures))  # fmt: skip
+        return _record_unexecuted(call, tokens)
+    if tokens.over_limit():
+        what = f"max_tokens {run.max_tokens} exceeded"
+        _end(call, Status.FAILED, "fatal", Reason.BUDGET_EXHAUSTED, what,
+             feedback.budget_exhausted(what))  # fmt: skip
+        return _record_unexecuted(call, tokens)
+
+    assert prepared.canonical is not None and prepared.args is not None
+    from .keys import client_reference, idempotency_key
+
+    call.idempotency_key = idempotency_key(
+        run_id=str(run.pk), step_index=request.step_index, tool=spec.name,
+        canonical_args=prepared.canonical,
+    )  # fmt: skip
+    call.client_reference = client_reference(call.idempotency_key)
+
+    if spec.is_read:
+        # Reads pass through: no claim, and the call row is written once, at the end.
+        execution = _Execution(run=run, call=call, spec=spec, tokens=tokens, fence=None)
+        execution.run_attempts()
+        return execution.record(insert=True, request=request)
+
+    try:
+        with transaction.atomic():
+            won = claims.claim(
+                key=call.idempotency_key, call_ref=call.call_id, tool=spec.name,
+                lease_s=_lease_s(spec), ttl_s=_ttl_s(),
+            )  # fmt: skip
+            if won:
+                call.save(force_insert=True)
+    except IntegrityError:
+        # Another request with this tool_call_id but other args got in first.
+        return _answer_existing(_by_tool_call_id(run, request), request, prepared.digest)
+    if not won:
+        return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
+    execution = _Execution(run=run, call=call, spec=spec, tokens=tokens, fence=1)
+    execution.run_attempts()
+    return execution.record(insert=False, request=request)
+
+
+def _ensure_running(run: Run) -> None:
+    limited = run.status == Run.Status.RUNNING and run.max_seconds is not None
+    if limited and run.seconds_used() >= run.max_seconds:
+        _exhaust_run(run)
+    if run.status != Run.Status.RUNNING:
+        raise RunNotRunning(run)
+
+
+def _exhaust_run(run: Run) -> None:
+    Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+        status=Run.Status.BUDGET_EXHAUSTED
+    )
+    run.refresh_from_db(fields=["status"])
+
+
+def _prepare(run: Run, request: CallRequest) -> _Prepared:
+    spec = registry.get(request.tool, include_internal=False)
+    try:
+        raw = parse_args(request.args)
+    except ArgsError as exc:
+        text = request.args if isinstance(request.args, str) else repr(request.args)
+        return _Prepared(spec, None, digest(text.encode()), None, exc.message)
+    args = normalize(raw, spec.params_schema if spec else None)
+    try:
+        canonical = canonical_json(args)
+    except ArgsError as exc:
+        return _Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
+    problem = _schema_problem(spec, args) if spec else None
+    return _Prepared(spec, args, digest(canonical), canonical, problem)
+
+
+def _schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
+    validator = Draft202012Validator(spec.params_schema, format_checker=_format_checker)
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    first = errors[0]
+    where = ".".join(str(p) for p in first.absolute_path)
+    message = first.message
+    if first.validator == "required":
+        return message  # "'qty' is a required property" names the field already
+    if first.validator == "additionalProperties":
+        return message
+    return f"field {where!r}: {message}" if where else message
+
+
+def _check_dependencies(run: Run, ids: list[str]) -> list[str]:
+    """The depends_on ids that did not succeed; an id unknown in this run is a 400."""
+    if not ids:
+        return []
+    statuses = dict(
+        ToolCall.objects.filter(run=run, tool_call_id__in=ids).values_list("tool_call_id", "status")
+    )
+    missing = [i for i in ids if i not in statuses]
+    if missing:
+        raise BadCallRequest(
+            "depends_on", f"unknown tool_call_id in this run: {', '.join(missing)}"
+        )
+    return [i for i in ids if statuses[i] not in ToolCall.USABLE]
+
+
+def _by_tool_call_id(run: Run, request: CallRequest) -> ToolCall:
+    return ToolCall.objects.get(run=run, tool_call_id=request.tool_call_id)
+
+
+def _answer_existing(existing: ToolCall, request: CallRequest, args_digest: str) -> CallAnswer:
+    same = (
+        existing.step_index == request.step_index
+        and existing.tool == request.tool
+        and existing.args_digest == args_digest
+    )
+    if not same:
+        raise ToolCallConflict(
+            f"tool_call_id {existing.tool_call_id!r} was already used in this run for another "
+            f"call (step {existing.step_index}, tool {existing.tool}); use a new tool_call_id"
+        )
+    return CallAnswer(existing, replayed=True)
+
+
+def _follow(*, run: Run, spec: ToolSpec, key: str, wait: float) -> CallAnswer:
+    """We lost the claim: wait for the winner's result, or take over a dead winner's claim."""
+    deadline = time.monotonic() + max(wait, FOLLOWER_WAIT_S)
+    pause = 0.005
+    while True:
+        state = claims.peek(key=key)
+        if state is None:  # purged between our claim and now: vanishingly rare
+            raise ToolCallConflict("the idempotency record vanished; send the call again")
+        if state.state == "recorded":
+            return CallAnswer(ToolCall.objects.get(call_id=state.call_ref), replayed=True)
+        if state.lease_expired:
+            fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=_lease_s(spec))
+            if fence is not None:
+                call = ToolCall.objects.select_related("run").get(call_id=state.call_ref)
+                recovered = _recover(call=call, spec=spec, fence=fence)
+                return CallAnswer(recovered, replayed=True)
+            continue
+        if time.monotonic() >= deadline:
+            return CallAnswer(ToolCall.objects.get(call_id=state.call_ref), replayed=True)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
+def _recover(*, call: ToolCall, spec: ToolSpec, fence: int) -> ToolCall:
+    """The claim's holder died between claim and record. Never re-send an unsafe write
+    blindly: ask its query tool first, or leave the outcome unknown for a person."""
+    execution = _Execution(
+        run=call.run, call=call, spec=spec, tokens=_Tokens(call.run, 0), fence=fence
+    )
+    if spec.replay_safe:
+        execution.run_attempts()
+    elif spec.query is not None:
+        found = execution.reconcile("the previous holder of this call stopped mid-request")
+        if found is QueryResult.NOT_FOUND:
+            execution.run_attempts()
+    else:
+        execution.settle_unknown("the previous holder of this call stopped mid-request")
+    return execution.record(insert=False, request=None).call
+
+
+def _lease_s(spec: ToolSpec) -> float:
+    from django.conf import settings
+
+    # The lease must outlive one attempt; each further attempt renews it.
+    return max(settings.TOOLOPS_CLAIM_LEASE_S, spec.timeout_s + 1.0)
+
+
+def _ttl_s() -> float:
+    from django.conf import settings
+
+    return settings.TOOLOPS_IDEMPOTENCY_TTL_S
+
+
+def _end(
+    call: ToolCall, status: str, error_class: str, reason: str, message: str, text: str
+) -> None:
+    call.status = status
+    call.error_class = error_class
+    call.error_reason = reason
+    call.error_message = message[:2000]
+    call.feedback = text
+    call.finished_at = timezone.now()
+
+
+class _Tokens:
+    """A call's tokens count once, when the call is accepted. Against a run with a token
+    limit they are counted up front (the limit decides whether the call runs); otherwise
+    they ride along with the call's final write."""
+
+    def __init__(self, run: Run, tokens: int) -> None:
+        self.run = run
+        self.tokens = tokens
+        self.pending = tokens
+        if tokens and run.max_tokens is not None:
+            Run.objects.filter(pk=run.pk).update(tokens_used=F("tokens_used") + tokens)
+            run.refresh_from_db(fields=["tokens_used", "attempts_used", "status"])
+            self.pending = 0
+
+    def over_limit(self) -> bool:
+        return self.run.max_tokens is not None and self.run.tokens_used > self.run.max_tokens
+
+
+def _record_unexecuted(call: ToolCall, tokens: _Tokens) -> CallAnswer:
+    try:
+        with transaction.atomic():
+            call.save(force_insert=True)
+            _charge_run(call.run, attempts=0, tokens=tokens.pending)
+    except IntegrityError:
+        existing = ToolCall.objects.get(run=call.run, tool_call_id=call.tool_call_id)
+        if existing.args_digest != call.args_digest or existing.tool != call.tool:
+            raise ToolCallConflict(f"tool_call_id {call.tool_call_id!r} is already used") from None
+        return CallAnswer(existing, replayed=True)
+    return CallAnswer(call, replayed=False)
+
+
+def _charge_run(run: Run, *, attempts: int, tokens: int) -> None:
+    """Add usage and, in the same statement, end the run the moment a limit is reached."""
+    if not attempts and not tokens and run.max_attempts is None and run.max_tokens is None:
+        return
+    limit_reached = Q(
+        max_attempts__isnull=False, max_attempts__lte=F("attempts_used") + attempts
+    ) | Q(max_tokens__isnull=False, max_tokens__lte=F("tokens_used") + tokens)
+    Run.objects.filter(pk=run.pk).update(
+        attempts_used=F("attempts_used") + attempts,
+        tokens_used=F("tokens_used") + tokens,
+        status=Case(
+            When(
+                Q(status=Run.Status.RUNNING) & limit_reached,
+                then=Value(Run.Status.BUDGET_EXHAUSTED),
+            ),
+            default=F("status"),
+        ),
+    )
+
+
+class _Execution:
+    """The attempts of one call and their recording."""
+
+    def __init__(
+        self, *, run: Run, call: ToolCall, spec: ToolSpec, tokens: _Tokens, fence: int | None
+    ) -> None:
+        self.run = run
+        self.call = call
+        self.spec = spec
+        self.tokens = tokens
+        self.fence = fence
+        self.rows: list[Attempt] = []
+        self.unreserved_attempts = 0  # attempts not yet added to the run's usage
+        self.lost_claim = False
+
+    # -- attempts ---------------------------------------------------------------------
+
+    def run_attempts(self) -> None:
+        spec, call = self.spec, self.call
+        last_message = ""
+        waited = 0.0
+        while True:
+            if call.attempts >= spec.max_attempts:
+                self._exhausted(last_message)
+                return
+            if call.attempts > 0 and self.fence is not None and not self._renew():
+                self.lost_claim = True
+                return
+            if not self._reserve_attempt():
+                what = f"max_attempts {self.run.max_attempts} reached"
+                message = f"{what}; {last_message}".strip("; ")
+                _end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED, message,
+                     feedback.budget_exhausted(what))  # fmt: skip
+                return
+            outcome, row = self._attempt(waited)
+            verdict = classify(outcome, replay_safe=spec.replay_safe)
+            row.outcome = verdict.verdict.value
+            row.reason = verdict.reason
+            last_message = outcome.message
+            if verdict.is_ok:
+                self._succeeded(outcome.body)
+                return
+            if verdict.verdict is Verdict.FATAL:
+                if verdict.reason == Reason.RESULT_INVALID:
+                    _end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, outcome.message,
+                         feedback.result_invalid(spec.name, outcome.message))  # fmt: skip
+                else:
+                    _end(call, Status.FAILED, "fatal", verdict.reason, outcome.message,
+                         feedback.fatal(spec.name, outcome.message))  # fmt: skip
+                return
+            if verdict.verdict is Verdict.UNKNOWN:
+                if spec.query is None:
+                    self.settle_unknown(outcome.message, reason=verdict.reason)
+                    return
+                found = self.reconcile(outcome.message, reason=verdict.reason)
+                if found is not QueryResult.NOT_FOUND:
+                    return
+                # Not found: the write provably did not take effect; retry it with the
+                # same key and client_reference, within budget.
+            if call.attempts >= spec.max_attempts:
+                self._exhausted(last_message, reason=verdict.reason)
+                return
+            waited = backoff.delay(
+                retry_number=call.attempts, base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s,
+                retry_after=outcome.retry_after,
+            )  # fmt: skip
+            if self._past_deadline(waited):
+                what = f"max_seconds {self.run.max_seconds:g} reached"
+                _end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED,
+                     f"{what}; {last_message}", feedback.budget_exhausted(what))  # fmt: skip
+                return
+            time.sleep(waited)
+
+    def _attempt(self, waited: float) -> tuple[Any, Attempt]:
+        call = self.call
+        call.attempts += 1
+        span_id = new_span_id()
+        started = timezone.now()
+        t0 = time.perf_counter()
+        outcome = send(
+            self.spec, call, self.run, call.args or {}, attempt=call.attempts, span_id=span_id
+        )
+        row = Attempt(
+            call=call, number=call.attempts, span_id=span_id, started_at=started,
+            duration_ms=(time.perf_counter() - t0) * 1000, waited_ms=waited * 1000,
+            http_status=outcome.status, outcome="ok", error=outcome.message[:2000],
+            downstream_request_id=outcome.request_id,
+        )  # fmt: skip
+        self.rows.append(row)
+        return outcome, row
+
+    def _renew(self) -> bool:
+        """Extend our lease before another attempt; False: we lost the claim."""
+        assert self.fence is not None
+        return claims.renew(
+            key=self.call.idempotency_key, fence=self.fence, lease_s=_lease_s(self.spec)
+        )
+
+    def _reserve_attempt(self) -> bool:
+        run = self.run
+        if run.max_attempts is None:
+            self.unreserved_attempts += 1
+            return True
+        # The executor never starts an attempt that would go past max_attempts: reserve
+        # it first, atomically, against every other call of the run.
+        return (
+            Run.objects.filter(pk=run.pk, attempts_used__lt=run.max_attempts).update(
+                attempts_used=F("attempts_used") + 1
+            )
+            == 1
+        )
+
+    def _past_deadline(self, wait_s: float) -> bool:
+        run = self.run
+        return run.max_seconds is not None and run.seconds_used() + wait_s >= run.max_seconds
+
+    def _succeeded(self, body: Any) -> None:
+        call, spec = self.call, self.spec
+        call.result = body
+        if spec.result_schema is not None:
+            errors = list(Draft202012Validator(spec.result_schema).iter_errors(body))
+            if errors:
+                first = errors[0]
+                where = ".".join(str(p) for p in first.absolute_path)
+                message = f"result {where + ': ' if where else ''}{first.message}"
+                _end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, message,
+                     feedback.result_invalid(spec.name, message))  # fmt: skip
+                return
+        _end(call, Status.SUCCEEDED, "", "", "", feedback.succeeded(spec.name))
+
+    def _exhausted(self, message: str, reason: str = Reason.DOWNSTREAM_ERROR) -> None:
+        call, spec = self.call, self.spec
+        if spec.allow_partial:
+            _end(
+                call,
+                Status.DEGRADED,
+                "retry",
+                reason,
+                message,
+                feedback.partial(spec.name, message),
+            )
+        else:
+            _end(call, Status.FAILED, "retry", reason, message,
+                 feedback.exhausted(spec.name, call.attempts, message))  # fmt: skip
+
+    def settle_unknown(self, message: str, reason: str = Reason.TIMEOUT) -> None:
+        query = self.spec.query.tool if self.spec.query else None
+        _end(self.call, Status.UNKNOWN, "unknown", reason, message,
+             feedback.unknown(self.spec.name, message, query=query))  # fmt: skip
+        self.call.finished_at = None  # not finished: it is being reconciled
+
+    def reconcile(self, message: str, reason: str = Reason.TIMEOUT) -> QueryResult:
+        """Ask the tool's query tool what became of the write (DESIGN.md "unknown")."""
+        outcome, found, rows = query_outcome(self.spec, self.call, self.run)
+        self.rows.extend(rows)
+        if outcome is QueryResult.FOUND:
+            self._succeeded(found)
+        elif outcome is QueryResult.FAILED:
+            self.settle_unknown(message, reason=reason)
+        return outcome
+
+    # -- recording --------------------------------------------------------------------
+
+    def record(self, *, insert: bool, request: CallRequest | None) -> CallAnswer:
+        call = self.call
+        try:
+            with transaction.atomic():
+                recorded = True
+                if self.fence is not None and not self.lost_claim:
+                    recorded = claims.record(key=call.idempotency_key, fence=self.fence)
+                if self.lost_claim:
+                    recorded = False
+                if recorded:
+                    if insert:
+                        call.save(force_insert=True)
+                    else:
+                        call.save(update_fields=_RESULT_FIELDS)
+                if recorded or not insert:
+                    Attempt.objects.bulk_create(self.rows)
+                _charge_run(self.run, attempts=self.unreserved_attempts, tokens=self.tokens.pending)
+        except IntegrityError:
+            # A read raced by another request with the same tool_call_id.
+            assert request is not None
+            existing = _by_tool_call_id(self.run, request)
+            return _answer_existing(existing, request, call.args_digest)
+        if not recorded:
+            # Our lease ran out and someone else now holds this call: theirs is the answer.
+            call.refresh_from_db()
+            return CallAnswer(call, replayed=True)
+        return CallAnswer(call, replayed=False)
+
+
+_RESULT_FIELDS = [
+    "status", "result", "error_class", "error_reason", "error_message", "feedback",
+    "attempts", "finished_at",
+]  # fmt: skip

@@ -1,0 +1,83 @@
+"""Settle an unknown outcome by asking the tool's `query` tool (DESIGN.md "unknown")."""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Any
+
+from django.utils import timezone
+
+from toolops.models import Attempt, Run, ToolCall, new_span_id
+from toolops.tools import registry
+from toolops.tools.spec import Mapping, ToolSpec
+
+from .transport import send
+
+QUERY_TRIES = 2
+
+
+class QueryResult(enum.Enum):
+    FOUND = "found"
+    NOT_FOUND = "not_found"
+    FAILED = "failed"
+
+
+def resolve_mapping(mapping: Mapping, spec: ToolSpec, call: ToolCall) -> dict[str, Any]:
+    """Args for a query or compensation tool, mapped from the original call."""
+    args = call.args or {}
+    if mapping.args is None:
+        mapped = {k: args[k] for k in spec.business_key if k in args}
+        if spec.client_reference:
+            mapped[spec.client_reference] = call.client_reference
+        return mapped
+    out: dict[str, Any] = {}
+    for name, path in mapping.args.items():
+        if isinstance(path, str) and path.startswith("$."):
+            source, _, dotted = path[2:].partition(".")
+            value: Any = args if source == "args" else (call.result or {})
+            for part in dotted.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            out[name] = value
+        else:
+            out[name] = path
+    return out
+
+
+def query_outcome(
+    spec: ToolSpec, call: ToolCall, run: Run
+) -> tuple[QueryResult, Any, list[Attempt]]:
+    """Ask the query tool; 2xx → found with its body, 404 → not found, else failed."""
+    assert spec.query is not None
+    qspec = registry.get(spec.query.tool)
+    if qspec is None:
+        return QueryResult.FAILED, None, []
+    qargs = resolve_mapping(spec.query, spec, call)
+    rows: list[Attempt] = []
+    for n in range(1, QUERY_TRIES + 1):
+        span_id = new_span_id()
+        started = timezone.now()
+        t0 = time.perf_counter()
+        outcome = send(qspec, call, run, qargs, attempt=n, span_id=span_id)
+        rows.append(
+            Attempt(
+                call=call,
+                number=call.attempts,
+                span_id=span_id,
+                started_at=started,
+                duration_ms=(time.perf_counter() - t0) * 1000,
+                http_status=outcome.status,
+                outcome="ok" if outcome.ok else "query_failed",
+                error=outcome.message[:2000],
+                downstream_request_id=outcome.request_id,
+                purpose="reconcile",
+            )  # fmt: skip
+        )
+        if outcome.ok:
+            return QueryResult.FOUND, outcome.body, rows
+        if outcome.status == 404:
+            return QueryResult.NOT_FOUND, None, rows
+        if outcome.status is not None and 400 <= outcome.status < 500 and outcome.status != 429:
+            break
+        time.sleep(0.1 * n)
+    return QueryResult.FAILED, None, rows

@@ -1,0 +1,34 @@
+"""Send one attempt of a call through its tool's transport, with ToolOps' headers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolops.models import Run, ToolCall
+from toolops.tools import http, local
+from toolops.tools.spec import ToolSpec
+
+from .classify import Outcome
+
+
+def send(
+    spec: ToolSpec, call: ToolCall, run: Run, args: dict[str, Any], *, attempt: int, span_id: str
+) -> Outcome:
+    if spec.func is not None:
+        return local.call(spec.func, args, timeout_s=spec.timeout_s)
+    assert spec.url is not None
+    body = dict(args)
+    if spec.client_reference:
+        body[spec.client_reference] = call.client_reference
+    headers = {
+        # Always sent; `idempotency_header` only says whether the downstream honours it.
+        "Idempotency-Key": call.idempotency_key or "",
+        # The attempt's own span is the parent: each attempt carries a different parent id.
+        "traceparent": f"00-{run.trace_id}-{span_id}-01",
+        "X-Toolops-Run-Id": run.run_id,
+        "X-Toolops-Tool-Call-Id": call.tool_call_id,
+        "X-Toolops-Attempt": str(attempt),
+    }
+    return http.send(
+        url=spec.url, method=spec.method, body=body, headers=headers, timeout_s=spec.timeout_s
+    )

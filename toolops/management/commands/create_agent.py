@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from toolops.models import Agent
+from toolops.services import agent_create
+
+
+class Command(BaseCommand):
+    help = "Create an agent and print its API token (the last line of the output)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name")
+        parser.add_argument(
+            "--rate-limit", type=int, default=None, help="Requests per minute (default: none)."
+        )
+
+    def handle(self, *args: Any, name: str, rate_limit: int | None, **options: Any) -> None:
+        name = name.strip()
+        if not name or len(name) > 128:
+            raise CommandError("NAME must be 1–128 characters.")
+        if rate_limit is not None and rate_limit < 1:
+            raise CommandError("--rate-limit must be at least 1 request per minute.")
+        if Agent.objects.filter(name=name).exists():
+            raise CommandError(f"An agent named {name!r} already exists.")
+        agent, token = agent_create(name=name, rate_limit_per_minute=rate_limit)
+        self.stdout.write(f"Created agent {agent.name}. Its token is shown once; store it now:")
+        self.stdout.write(token)

@@ -1,0 +1,283 @@
+"""The executor's records: who calls (Agent), the agent loop (Run), each tool call, each
+real request (Attempt), the idempotency claim, and the operator-tunable tool policy."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+TOKEN_PREFIX = "tops_"
+
+
+def token_digest(token: str) -> str:
+    """API tokens are 32 random bytes, so one SHA-256 is the right hash: it is
+    irreversible for them and keeps the lookup a single indexed equality."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_trace_id() -> str:
+    return uuid.uuid4().hex
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+class Agent(models.Model):
+    name = models.CharField(max_length=128, unique=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    token_hint = models.CharField(max_length=16, help_text="First characters of the token.")
+    is_active = models.BooleanField(default=True)
+    rate_limit_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests per minute; empty means no limit."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    # DRF treats whatever authentication returns as request.user.
+    is_authenticated = True
+    is_anonymous = False
+
+    def __str__(self) -> str:
+        return self.name
+
+    def set_new_token(self) -> str:
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        self.token_hash = token_digest(token)
+        self.token_hint = token[: len(TOKEN_PREFIX) + 4]
+        return token
+
+
+class RateWindow(models.Model):
+    """A fixed one-minute window of one agent's requests, shared by every process."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE)
+    window = models.BigIntegerField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "window"], name="rate_window_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}@{self.window}: {self.count}"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def for_agent(self, agent: Agent) -> RunQuerySet:
+        """Runs an agent may see: only its own."""
+        return self.filter(agent=agent)
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        ABORTING = "aborting"
+        ABORTED = "aborted"
+        COMPENSATION_FAILED = "compensation_failed"
+        BUDGET_EXHAUSTED = "budget_exhausted"
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    run_id = models.CharField(max_length=128)
+    trace_id = models.CharField(max_length=32)
+    # null, not "": runs without a session key are never compared with each other.
+    session_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.RUNNING)
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    max_seconds = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    attempts_used = models.PositiveIntegerField(default=0)
+    tokens_used = models.PositiveBigIntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+    end_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "run_id"], name="run_agent_run_id_unique")
+        ]
+        indexes = [
+            models.Index(fields=["-created_at"]),
+            models.Index(fields=["trace_id"]),
+            models.Index(fields=["session_key", "created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+    @property
+    def is_ended(self) -> bool:
+        return self.status != self.Status.RUNNING
+
+    def seconds_used(self) -> float:
+        end = self.ended_at or timezone.now()
+        return max(0.0, (end - self.created_at).total_seconds())
+
+
+class ToolCall(models.Model):
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        DEGRADED = "degraded"
+        FAILED = "failed"
+        UNKNOWN = "unknown"
+        SKIPPED = "skipped"
+        PENDING_APPROVAL = "pending_approval"
+        REJECTED = "rejected"
+        IN_PROGRESS = "in_progress"
+
+    class ErrorClass(models.TextChoices):
+        FATAL = "fatal"
+        RETRY = "retry"
+        UNKNOWN = "unknown"
+
+    class Reason(models.TextChoices):
+        INVALID_ARGS = "invalid_args"
+        UNKNOWN_TOOL = "unknown_tool"
+        DOWNSTREAM_ERROR = "downstream_error"
+        TIMEOUT = "timeout"
+        CIRCUIT_OPEN = "circuit_open"
+        BUDGET_EXHAUSTED = "budget_exhausted"
+        DEPENDENCY_FAILED = "dependency_failed"
+        RESULT_INVALID = "result_invalid"
+        REJECTED = "rejected"
+        EXPIRED = "expired"
+
+    WAITING = (Status.PENDING_APPROVAL, Status.IN_PROGRESS)
+    # What a dependent call may build on.
+    USABLE = (Status.SUCCEEDED, Status.DEGRADED)
+
+    call_id = models.CharField(max_length=40, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    tool_call_id = models.CharField(max_length=128)
+    step_index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=128)
+    args = models.JSONField(null=True, blank=True)
+    args_digest = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    client_reference = models.CharField(max_length=64, blank=True, default="")
+    depends_on = models.JSONField(default=list, blank=True)
+    tokens = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=24, choices=Status.choices)
+    result = models.JSONField(null=True, blank=True)
+    error_class = models.CharField(max_length=16, choices=ErrorClass.choices, blank=True)
+    error_reason = models.CharField(max_length=24, choices=Reason.choices, blank=True)
+    error_message = models.TextField(blank=True, default="")
+    feedback = models.TextField(blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    span_id = models.CharField(max_length=16, default=new_span_id)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="call_run_tool_call_id")
+        ]
+        indexes = [
+            models.Index(fields=["run", "created_at"]),
+            models.Index(fields=["status", "created_at"]),
+            models.Index(fields=["tool_call_id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.tool_call_id})"
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.status in self.WAITING
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        if not self.error_class and not self.error_reason:
+            return None
+        return {
+            "class": self.error_class,
+            "reason": self.error_reason,
+            "message": self.error_message,
+        }
+
+
+class Attempt(models.Model):
+    """One real request to a downstream: a child span of its call, never overwritten."""
+
+    call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="attempt_rows")
+    number = models.PositiveIntegerField()
+    span_id = models.CharField(max_length=16)
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField()
+    waited_ms = models.FloatField(default=0, help_text="Backoff slept before this attempt.")
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, help_text="ok, or the failure class.")
+    reason = models.CharField(max_length=24, blank=True)
+    error = models.TextField(blank=True, default="")
+    downstream_request_id = models.CharField(max_length=128, blank=True, default="")
+    purpose = models.CharField(max_length=16, default="call", help_text="call or reconcile.")
+
+    class Meta:
+        ordering = ["call", "number"]
+        indexes = [models.Index(fields=["call", "number"])]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.call_id}"
+
+
+class IdempotencyRecord(models.Model):
+    """Claim → execute → record. The unique key decides which request may call the
+    downstream; `fence` grows on each takeover so a holder that lost its lease can no
+    longer record."""
+
+    class State(models.TextChoices):
+        CLAIMED = "claimed"
+        RECORDED = "recorded"
+
+    key = models.CharField(max_length=64, unique=True)
+    # The public call_id, not a foreign key: the claim is inserted before its call row,
+    # in the same transaction, so that a lost claim writes nothing at all.
+    call_ref = models.CharField(max_length=40)
+    tool = models.CharField(max_length=128)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.CLAIMED)
+    fence = models.PositiveIntegerField(default=1)
+    lease_until = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+    recorded_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["state", "lease_until"]),
+            models.Index(fields=["expires_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class ToolPolicy(models.Model):
+    """Operator overrides of a tool's catalog defaults; empty fields keep the default."""
+
+    tool = models.CharField(max_length=64, unique=True)
+    timeout_s = models.FloatField(null=True, blank=True)
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    backoff_base_s = models.FloatField(null=True, blank=True)
+    backoff_cap_s = models.FloatField(null=True, blank=True)
+    requires_approval = models.BooleanField(null=True, blank=True)
+    approval_ttl_s = models.PositiveIntegerField(null=True, blank=True)
+    session_dedupe_window_s = models.PositiveIntegerField(null=True, blank=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "tool policies"
+
+    def __str__(self) -> str:
+        return f"policy for {self.tool}"

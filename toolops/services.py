@@ -1,0 +1,117 @@
+"""Writes that touch several models, a transaction or the network."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from toolops.executor.pipeline import CallAnswer, CallRequest
+from toolops.executor.pipeline import call_submit as _call_submit
+from toolops.models import Agent, Run, ToolCall, new_trace_id
+
+__all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_submit",
+           "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
+
+
+class RunEndingConflict(Exception):
+    pass
+
+
+def agent_create(*, name: str, rate_limit_per_minute: int | None = None) -> tuple[Agent, str]:
+    agent = Agent(name=name, rate_limit_per_minute=rate_limit_per_minute)
+    token = agent.set_new_token()
+    agent.save()
+    return agent, token
+
+
+def run_create(
+    *,
+    agent: Agent,
+    run_id: str | None,
+    trace_id: str | None,
+    session_key: str | None,
+    budget: dict[str, Any] | None,
+    metadata: dict[str, Any] | None,
+) -> tuple[Run, bool]:
+    """Create a run, or return the agent's existing run with that id (a crashed agent
+    resumes). Returns (run, created)."""
+    import uuid
+
+    if run_id:
+        existing = Run.objects.filter(agent=agent, run_id=run_id).first()
+        if existing is not None:
+            return existing, False
+    budget = budget or {}
+    run = Run(
+        agent=agent,
+        run_id=run_id or f"r-{uuid.uuid4().hex}",
+        trace_id=trace_id or new_trace_id(),
+        session_key=session_key,
+        max_attempts=budget.get("max_attempts", settings.TOOLOPS_DEFAULT_MAX_ATTEMPTS),
+        max_seconds=budget.get("max_seconds", settings.TOOLOPS_DEFAULT_MAX_SECONDS),
+        max_tokens=budget.get("max_tokens", settings.TOOLOPS_DEFAULT_MAX_TOKENS),
+        metadata=metadata or {},
+    )
+    try:
+        with transaction.atomic():
+            run.save(force_insert=True)
+    except IntegrityError:
+        # Two creates raced on one run_id: the loser resumes the winner's run.
+        return Run.objects.get(agent=agent, run_id=run.run_id), False
+    return run, True
+
+
+def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
+    answer = _call_submit(run=run, request=request)
+    if answer.call.is_waiting and request.wait > 0:
+        answer.call = call_wait(call=answer.call, seconds=request.wait)
+    return answer
+
+
+def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
+    """Long-poll: hold while the call is pending_approval or in_progress."""
+    deadline = time.monotonic() + seconds
+    pause = 0.05
+    while call.is_waiting and time.monotonic() < deadline:
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, 0.5)
+        call.refresh_from_db()
+    return call
+
+
+def run_complete(*, run: Run) -> Run:
+    """Complete a run; its registered compensations are discarded."""
+    if run.status == Run.Status.COMPLETED:
+        return run
+    if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
+        raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be completed")
+    changed = Run.objects.filter(
+        pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
+    ).update(status=Run.Status.COMPLETED, ended_at=timezone.now())
+    run.refresh_from_db()
+    if not changed and run.status != Run.Status.COMPLETED:
+        raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be completed")
+    return run
+
+
+ABORT_STATES = (Run.Status.ABORTING, Run.Status.ABORTED, Run.Status.COMPENSATION_FAILED)
+
+
+def run_abort(*, run: Run, reason: str) -> Run:
+    """Abort a run. With nothing registered to compensate it ends `aborted` at once;
+    compensations (when registered) are run by the worker, newest first."""
+    if run.status in ABORT_STATES:
+        return run
+    if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
+        raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be aborted")
+    changed = Run.objects.filter(
+        pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
+    ).update(status=Run.Status.ABORTED, ended_at=timezone.now(), end_reason=reason[:2000])
+    run.refresh_from_db()
+    if not changed and run.status not in ABORT_STATES:
+        raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be aborted")
+    return run

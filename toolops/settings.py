@@ -1,0 +1,253 @@
+"""ToolOps settings, read from the environment (API.md "Processes and settings")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.getenv(name, default).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {value!r}")
+
+
+def envfloat(name: str, default: float) -> float:
+    raw = os.getenv(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+
+
+def envint(name: str, default: int | None) -> int | None:
+    raw = os.getenv(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
+
+
+DATA_DIR = Path(os.getenv("TOOLOPS_DATA_DIR") or BASE_DIR / "var")
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DJANGO_DEBUG", "0")
+# Without a configured key each process would invent its own, and sessions signed by
+# one web process would be rejected by the next: keep one per data directory.
+SECRET_KEY = os.getenv("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(get_random_secret_key())
+        key_file.chmod(0o600)
+    SECRET_KEY = key_file.read_text().strip()
+
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.getenv("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+    if h.strip()
+]
+
+HTTPS = envbool("TOOLOPS_HTTPS", "0")
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "channels",
+    "toolops",
+    "compensations",
+    "traces",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "toolops.urls"
+ASGI_APPLICATION = "toolops.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+
+def _database() -> dict[str, object]:
+    url = os.getenv("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'toolops.sqlite3'}"
+    try:
+        db = dj_database_url.parse(url)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        # Under ASGI, persistent connections leak one per request (DESIGN.md pitfalls):
+        # a psycopg pool per process instead, with CONN_MAX_AGE at 0 as the pool requires.
+        db["CONN_MAX_AGE"] = 0
+        db["OPTIONS"] = {
+            **db.get("OPTIONS", {}),
+            "pool": {
+                "min_size": envint("TOOLOPS_DB_POOL_MIN", 2),
+                "max_size": envint("TOOLOPS_DB_POOL_MAX", 20),
+                "timeout": 10,
+            },
+        }
+    elif db["ENGINE"] == "django.db.backends.sqlite3":
+        # One machine, several processes (web, worker, beat): WAL lets readers run beside
+        # the writer, IMMEDIATE takes the write lock up front instead of failing to upgrade.
+        db["OPTIONS"] = {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+            ),
+        }
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/console/login/"
+LOGIN_REDIRECT_URL = "/console/"
+LOGOUT_REDIRECT_URL = "/console/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+# Bodies are capped at 1 MiB by toolops.asgi.BodyLimit (chunked bodies too); this is the
+# same cap for requests that reach Django another way.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+BODY_LIMIT_BYTES = 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["toolops.api.auth.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["toolops.api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "toolops.api.errors.problem_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ToolOps executor API",
+    "DESCRIPTION": "Run agent tool calls safely: idempotency, retries, breakers, approvals.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+}
+
+REDIS_URL = os.getenv("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Celery: without CELERY_BROKER_URL, an embedded broker that needs no server — kombu's
+# filesystem transport, its folders under the data directory.
+BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "") or "filesystem://"
+if CELERY_BROKER_URL == "filesystem://":
+    for sub in ("out", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "out"),
+        "data_folder_out": str(BROKER_DIR / "out"),
+        "data_folder_processed": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    # Idempotency records past their retention: the table must not grow forever.
+    "purge-idempotency-records": {
+        "task": "toolops.tasks.idempotency_purge",
+        "schedule": 3600.0,
+    },
+}
+
+# ToolOps' own knobs.
+TOOLOPS_TOOLS_FILE = os.getenv("TOOLOPS_TOOLS_FILE", "")
+TOOLOPS_CLAIM_LEASE_S = envfloat("TOOLOPS_CLAIM_LEASE_S", 30.0)
+TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
+TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
+TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", None)
+TOOLOPS_DEFAULT_MAX_SECONDS = envint("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", None)
+TOOLOPS_DEFAULT_MAX_TOKENS = envint("TOOLOPS_DEFAULT_RUN_MAX_TOKENS", None)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.getenv("TOOLOPS_LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,69 @@
+"""A run's summary, aggregated from its calls. When anything is missing, the FIRST
+sentence says so: the model must not present partial data as the whole answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from toolops.models import ToolCall
+
+S = ToolCall.Status
+
+_WHAT = {
+    S.FAILED: "failed",
+    S.SKIPPED: "was skipped",
+    S.DEGRADED: "returned partial data",
+    S.REJECTED: "was rejected",
+    S.UNKNOWN: "has an unknown outcome",
+    S.PENDING_APPROVAL: "is waiting for approval",
+    S.IN_PROGRESS: "is still running",
+}
+_REASON = {
+    "timeout": "timed out",
+    "circuit_open": "was unavailable",
+    "budget_exhausted": "hit the run budget",
+    "dependency_failed": "was skipped because a dependency failed",
+    "invalid_args": "got invalid args",
+    "unknown_tool": "does not exist",
+    "result_invalid": "returned an invalid result",
+    "rejected": "was rejected",
+    "expired": "was not approved in time",
+}
+PARTIAL = (S.FAILED, S.SKIPPED, S.DEGRADED, S.REJECTED, S.UNKNOWN)
+
+
+def run_summary(calls: Sequence[ToolCall]) -> str:
+    if not calls:
+        return "No tool calls yet."
+    total = len(calls)
+    ok = sum(1 for c in calls if c.status == S.SUCCEEDED)
+    problems = [c for c in calls if c.status in PARTIAL]
+    waiting = [c for c in calls if c.status in (S.PENDING_APPROVAL, S.IN_PROGRESS)]
+    plural = "s" if total != 1 else ""
+    if problems:
+        details = "; ".join(_describe(c) for c in problems[:5])
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        head = (
+            f"Based on partial data: {ok} of {total} tool call{plural} succeeded; {details}{more}."
+        )
+    else:
+        head = (
+            f"All {ok} of {total} tool call{plural} succeeded."
+            if not waiting
+            else (f"{ok} of {total} tool call{plural} succeeded so far.")
+        )
+    if waiting:
+        head += " Waiting: " + ", ".join(_describe(c) for c in waiting[:5]) + "."
+    return head
+
+
+def _describe(call: ToolCall) -> str:
+    what = _REASON.get(call.error_reason) if call.status != S.DEGRADED else None
+    return f"{call.tool} ({call.tool_call_id}) {what or _WHAT.get(call.status, call.status)}"
+
+
+def last_succeeded(calls: Sequence[ToolCall]) -> str | None:
+    done = [c for c in calls if c.status == S.SUCCEEDED]
+    if not done:
+        return None
+    return max(done, key=lambda c: (c.finished_at or c.created_at, c.pk)).tool_call_id

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import include, path
+
+from toolops.api.errors import api_not_found
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return HttpResponseRedirect("/console/")
+
+
+urlpatterns = [
+    path("", home),
+    path("api/v1/", include("toolops.api.urls")),
+    path("console/", include("toolops.console_urls")),
+    path("admin/", admin.site.urls),
+]
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return api_not_found(request, exception)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)  # type: ignore[arg-type]

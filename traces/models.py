@@ -1,0 +1,3 @@
+"""Spans, metrics and run timelines."""
+
+from __future__ import annotations
