@@ -118,6 +118,12 @@ class Run(models.Model):
     def is_ended(self) -> bool:
         return self.status != self.Status.RUNNING
 
+    @property
+    def has_limits(self) -> bool:
+        """Only a limited run keeps usage counters on its row (they enforce the budget);
+        an unlimited run's usage is summed from its calls, sparing a hot row update."""
+        return any(v is not None for v in (self.max_attempts, self.max_seconds, self.max_tokens))
+
     def seconds_used(self) -> float:
         end = self.ended_at or timezone.now()
         return max(0.0, (end - self.created_at).total_seconds())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from django.db import connection
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -26,10 +27,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise exceptions.AuthenticationFailed("Authorization must be 'Bearer <token>'.")
-        try:
-            agent = Agent.objects.get(token_hash=token_digest(token), is_active=True)
-        except Agent.DoesNotExist:
-            raise exceptions.AuthenticationFailed("The token is not valid.") from None
+        agent = _agent_for(token_digest(token))
+        if agent is None:
+            raise exceptions.AuthenticationFailed("The token is not valid.")
         if agent.rate_limit_per_minute:
             _enforce_rate_limit(agent)
         return agent, None
@@ -39,13 +39,34 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         return self.keyword
 
 
+# token digest → (agent, valid until): spares a query on every request. A deactivated
+# agent is refused by every process within AGENT_CACHE_S.
+AGENT_CACHE_S = 10.0
+_agents: dict[str, tuple[Agent, float]] = {}
+
+
+def _agent_for(digest: str) -> Agent | None:
+    hit = _agents.get(digest)
+    now = time.monotonic()
+    if hit is not None and hit[1] > now:
+        return hit[0]
+    agent = Agent.objects.filter(token_hash=digest, is_active=True).first()
+    if agent is None:
+        _agents.pop(digest, None)
+        return None
+    if len(_agents) > 10_000:
+        _agents.clear()
+    _agents[digest] = (agent, now + AGENT_CACHE_S)
+    return agent
+
+
 def _enforce_rate_limit(agent: Agent) -> None:
     """A fixed one-minute window counted in the database, so every web process shares
     it; one upsert per request, and only for agents that have a limit."""
     window = int(time.time() // 60)
     sql = (
-        "INSERT INTO toolops_ratewindow (agent_id, window, count) VALUES (%s, %s, 1) "
-        "ON CONFLICT (agent_id, window) DO UPDATE SET count = toolops_ratewindow.count + 1 "
+        'INSERT INTO toolops_ratewindow (agent_id, "window", count) VALUES (%s, %s, 1) '
+        'ON CONFLICT (agent_id, "window") DO UPDATE SET count = toolops_ratewindow.count + 1 '
         "RETURNING count"
     )
     with connection.cursor() as cursor:
@@ -53,3 +74,11 @@ def _enforce_rate_limit(agent: Agent) -> None:
         (count,) = cursor.fetchone()
     if count > (agent.rate_limit_per_minute or 0):
         raise RateLimited(wait=60 - time.time() % 60)
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = BearerTokenAuthentication
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer"}

@@ -41,6 +41,7 @@ def run_out(run: Run) -> dict[str, Any]:
     calls = list(run.calls.all().order_by("created_at", "pk"))
     for call in calls:
         call.run = run  # spare one query per call in call_out
+    limited = run.has_limits
     return {
         "run_id": run.run_id,
         "trace_id": run.trace_id,
@@ -52,9 +53,9 @@ def run_out(run: Run) -> dict[str, Any]:
             "max_tokens": run.max_tokens,
         },
         "usage": {
-            "attempts": run.attempts_used,
+            "attempts": run.attempts_used if limited else sum(c.attempts for c in calls),
             "seconds": round(run.seconds_used(), 3),
-            "tokens": run.tokens_used,
+            "tokens": run.tokens_used if limited else sum(c.tokens for c in calls),
         },
         "last_succeeded_tool_call_id": last_succeeded(calls),
         "summary": run_summary(calls),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -29,7 +29,16 @@ TRACE_RE = re.compile(r"^[0-9a-f]{32}$")
 ERRORS = {400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema}
 
 
-class IdField(serializers.RegexField):
+class StringOnly:
+    """DRF's CharField turns 12 into "12"; an id or a name must arrive as a string."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a string")
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class IdField(StringOnly, serializers.RegexField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(
             ID_RE,
@@ -39,13 +48,24 @@ class IdField(serializers.RegexField):
         )
 
 
+class TraceIdField(StringOnly, serializers.RegexField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            TRACE_RE, error_messages={"invalid": "must be 32 lowercase hex characters"}, **kwargs
+        )
+
+
+class ToolNameField(StringOnly, serializers.CharField):
+    pass
+
+
 class RunCreateApi(APIView):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "RunCreateInput"
+
         run_id = IdField(required=False)
-        trace_id = serializers.RegexField(
-            TRACE_RE, required=False,
-            error_messages={"invalid": "must be 32 lowercase hex characters"},
-        )  # fmt: skip
+        trace_id = TraceIdField(required=False)
         session_key = IdField(required=False, allow_null=True)
         budget = BudgetSchema(required=False, allow_null=True)
         metadata = serializers.DictField(required=False, allow_null=True)
@@ -81,6 +101,9 @@ class RunCompleteApi(APIView):
 
 class RunAbortApi(APIView):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "RunAbortInput"
+
         reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
     @extend_schema(request=InputSerializer, responses={202: RunSchema, **ERRORS})
@@ -92,6 +115,7 @@ class RunAbortApi(APIView):
         return Response(run_out(run), status=202)
 
 
+@extend_schema_field({"oneOf": [{"type": "object"}, {"type": "string"}]})
 class ArgsField(serializers.Field):
     """A JSON object, or a string holding one; the executor judges the contents."""
 
@@ -106,8 +130,11 @@ class ArgsField(serializers.Field):
 
 class CallCreateApi(APIView):
     class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "CallCreateInput"
+
         step_index = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-        tool = serializers.CharField(max_length=128, trim_whitespace=True)
+        tool = ToolNameField(max_length=128, trim_whitespace=True)
         args = ArgsField()
         tool_call_id = IdField(required=False)
         depends_on = serializers.ListField(child=IdField(), required=False, max_length=100)
@@ -116,9 +143,12 @@ class CallCreateApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={200: CallSchema, 202: CallSchema, **ERRORS})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        selectors.check_id(run_id, "run")
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        run = selectors.run_get_for_agent(
+            agent=request.user, run_id=run_id, tool_call_id=data.validated_data.get("tool_call_id")
+        )
         answer = services.call_submit(run=run, request=services.CallRequest(**data.validated_data))
         call = answer.call
         call.run = run

@@ -98,9 +98,9 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
     prepared = _prepare(run, request)
 
     if request.tool_call_id:
-        existing = ToolCall.objects.filter(run=run, tool_call_id=request.tool_call_id).first()
+        existing = _existing_call(run, request.tool_call_id)
         if existing is not None:
-            return _answer_existing(existing, request, prepared.digest)
+            return _answer_existing(existing, request, prepared.digest, prepared.spec)
 
     dependency_failures = _check_dependencies(run, request.depends_on)
 
@@ -164,7 +164,8 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
                 call.save(force_insert=True)
     except IntegrityError:
         # Another request with this tool_call_id but other args got in first.
-        return _answer_existing(_by_tool_call_id(run, request), request, prepared.digest)
+        existing = _by_tool_call_id(run, request)
+        return _answer_existing(existing, request, prepared.digest, spec)
     if not won:
         return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     execution = _Execution(run=run, call=call, spec=spec, tokens=tokens, fence=1)
@@ -185,6 +186,14 @@ def _exhaust_run(run: Run) -> None:
         status=Run.Status.BUDGET_EXHAUSTED
     )
     run.refresh_from_db(fields=["status"])
+
+
+def _existing_call(run: Run, tool_call_id: str) -> ToolCall | None:
+    # The selector may have looked this up in the same query as the run.
+    if hasattr(run, "existing_call_pk"):
+        pk = run.existing_call_pk
+        return None if pk is None else ToolCall.objects.select_related("run").get(pk=pk)
+    return ToolCall.objects.select_related("run").filter(run=run, tool_call_id=tool_call_id).first()
 
 
 def _prepare(run: Run, request: CallRequest) -> _Prepared:
@@ -237,7 +246,9 @@ def _by_tool_call_id(run: Run, request: CallRequest) -> ToolCall:
     return ToolCall.objects.get(run=run, tool_call_id=request.tool_call_id)
 
 
-def _answer_existing(existing: ToolCall, request: CallRequest, args_digest: str) -> CallAnswer:
+def _answer_existing(
+    existing: ToolCall, request: CallRequest, args_digest: str, spec: ToolSpec | None
+) -> CallAnswer:
     same = (
         existing.step_index == request.step_index
         and existing.tool == request.tool
@@ -248,6 +259,9 @@ def _answer_existing(existing: ToolCall, request: CallRequest, args_digest: str)
             f"tool_call_id {existing.tool_call_id!r} was already used in this run for another "
             f"call (step {existing.step_index}, tool {existing.tool}); use a new tool_call_id"
         )
+    if existing.status == Status.IN_PROGRESS and existing.idempotency_key and spec is not None:
+        # The first request is still at work: wait for its result like any duplicate.
+        return _follow(run=existing.run, spec=spec, key=existing.idempotency_key, wait=request.wait)
     return CallAnswer(existing, replayed=True)
 
 
@@ -348,11 +362,10 @@ def _record_unexecuted(call: ToolCall, tokens: _Tokens) -> CallAnswer:
 
 def _charge_run(run: Run, *, attempts: int, tokens: int) -> None:
     """Add usage and, in the same statement, end the run the moment a limit is reached."""
-    if not attempts and not tokens and run.max_attempts is None and run.max_tokens is None:
+    if not run.has_limits:
         return
-    limit_reached = Q(
-        max_attempts__isnull=False, max_attempts__lte=F("attempts_used") + attempts
-    ) | Q(max_tokens__isnull=False, max_tokens__lte=F("tokens_used") + tokens)
+    limit_reached = Q(max_attempts__isnull=False, max_attempts__lte=F("attempts_used") + attempts)
+    limit_reached |= Q(max_tokens__isnull=False, max_tokens__lte=F("tokens_used") + tokens)
     Run.objects.filter(pk=run.pk).update(
         attempts_used=F("attempts_used") + attempts,
         tokens_used=F("tokens_used") + tokens,
@@ -550,7 +563,7 @@ class _Execution:
             # A read raced by another request with the same tool_call_id.
             assert request is not None
             existing = _by_tool_call_id(self.run, request)
-            return _answer_existing(existing, request, call.args_digest)
+            return _answer_existing(existing, request, call.args_digest, self.spec)
         if not recorded:
             # Our lease ran out and someone else now holds this call: theirs is the answer.
             call.refresh_from_db()
