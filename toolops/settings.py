@@ -215,13 +215,14 @@ else:
 BROKER_DIR = DATA_DIR / "broker"
 CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
-    for sub in ("out", "processed"):
+    for sub in ("out", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),
         "data_folder_processed": str(BROKER_DIR / "processed"),
         "store_processed": False,
+        "control_folder": str(BROKER_DIR / "control"),
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
