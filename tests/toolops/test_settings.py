@@ -1,0 +1,44 @@
+"""Settings from the environment, and the deploy check."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLOPS_TOOLS")}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=full_env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_it_passes_the_deploy_check_with_https_and_a_real_key(tmp_path: Path) -> None:
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        TOOLOPS_HTTPS="1", DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        TOOLOPS_DATA_DIR=str(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_it_warns_in_the_deploy_check_without_https(tmp_path: Path) -> None:
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50), TOOLOPS_DATA_DIR=str(tmp_path),
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "TOOLOPS_HTTPS" in result.stdout + result.stderr
+
+
+def test_it_names_a_bad_setting(tmp_path: Path) -> None:
+    result = run_manage("check", TOOLOPS_CLAIM_LEASE_S="soon", TOOLOPS_DATA_DIR=str(tmp_path))
+    assert result.returncode != 0
+    assert "TOOLOPS_CLAIM_LEASE_S must be a number" in result.stderr
