@@ -7,6 +7,7 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -174,7 +175,16 @@ class CallDetailApi(APIView):
         return Response(call_out(call), status=202 if call.is_waiting else 200)
 
 
+class IgnoreFormatNegotiation(DefaultContentNegotiation):
+    """`?format=openai` picks the tool list's shape, not a renderer."""
+
+    def select_renderer(self, request: Request, renderers: Any, format_suffix: Any = None) -> Any:
+        return renderers[0], renderers[0].media_type
+
+
 class ToolListApi(APIView):
+    content_negotiation_class = IgnoreFormatNegotiation
+
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=["openai"])],
         responses={200: ToolListSchema, **ERRORS},

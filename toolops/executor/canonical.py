@@ -33,33 +33,36 @@ def parse_args(raw: Any) -> dict[str, Any]:
     return raw
 
 
-def normalize(value: Any, schema: dict[str, Any] | None, path: str = "") -> Any:
-    """Strip strings, put decimals and numbers in one form, following the schema."""
+def normalize(value: Any, schema: dict[str, Any] | None, *, canonical: bool = True) -> Any:
+    """Follow the schema to make args comparable.
+
+    canonical=True gives the form the idempotency key is made from: strings stripped,
+    decimals in one form (to the schema's precision), numbers without a redundant ".0".
+    canonical=False only makes the args fit their schema — a number where a decimal string
+    is wanted becomes that string, a quoted number where a number is wanted becomes the
+    number — and otherwise leaves them as the model sent them: that is what the tool gets.
+    """
     schema = schema or {}
-    types = schema.get("type")
     if schema.get("format") == "decimal":
-        return _decimal_string(value, schema, path)
+        return _decimal_string(value, schema) if canonical else _decimal_conform(value)
     if isinstance(value, dict):
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties")
+        fallback = extra if isinstance(extra, dict) else None
         return {
-            k: normalize(
-                v, props.get(k, extra if isinstance(extra, dict) else None), _join(path, k)
-            )
-            for k, v in value.items()
+            k: normalize(v, props.get(k, fallback), canonical=canonical) for k, v in value.items()
         }
     if isinstance(value, list):
         items = schema.get("items") if isinstance(schema.get("items"), dict) else None
-        return [normalize(v, items, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [normalize(v, items, canonical=canonical) for v in value]
     if isinstance(value, str):
-        value = value.strip()
         # Models often quote numbers: "2" where the schema says integer.
-        if types in ("integer", "number") and value:
-            number = _to_decimal(value)
+        if schema.get("type") in ("integer", "number") and value.strip():
+            number = _to_decimal(value.strip())
             if number is not None:
                 return _number(number)
-        return value
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return value.strip() if canonical else value
+    if canonical and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value
 
@@ -75,7 +78,14 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _decimal_string(value: Any, schema: dict[str, Any], path: str) -> Any:
+def _decimal_conform(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = _to_decimal(value)
+        return value if number is None else f"{number:f}"
+    return value
+
+
+def _decimal_string(value: Any, schema: dict[str, Any]) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return value  # the schema validation names the problem
     number = _to_decimal(value.strip() if isinstance(value, str) else value)
@@ -111,10 +121,6 @@ def _number(number: Decimal) -> int | float:
     if number == number.to_integral_value():
         return int(number)
     return float(number)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
 
 
 def _json_type(value: Any) -> str:

@@ -130,7 +130,7 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
         return _record_unexecuted(call, tokens)
     if dependency_failures:
         message = f"depends on {', '.join(dependency_failures)}"
-        _end(call, Status.SKIPPED, "", Reason.DEPENDENCY_FAILED, message,
+        _end(call, Status.SKIPPED, "fatal", Reason.DEPENDENCY_FAILED, message,
              feedback.dependency_failed(dependency_failures))  # fmt: skip
         return _record_unexecuted(call, tokens)
     if tokens.over_limit():
@@ -203,9 +203,12 @@ def _prepare(run: Run, request: CallRequest) -> _Prepared:
     except ArgsError as exc:
         text = request.args if isinstance(request.args, str) else repr(request.args)
         return _Prepared(spec, None, digest(text.encode()), None, exc.message)
-    args = normalize(raw, spec.params_schema if spec else None)
+    schema = spec.params_schema if spec else None
+    # The tool receives the args as sent (made to fit the schema); the key is made from
+    # their canonical form, so model jitter does not change it.
+    args = normalize(raw, schema, canonical=False)
     try:
-        canonical = canonical_json(args)
+        canonical = canonical_json(normalize(raw, schema))
     except ArgsError as exc:
         return _Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
     problem = _schema_problem(spec, args) if spec else None
