@@ -214,7 +214,16 @@ class ToolCall(models.Model):
 class Attempt(models.Model):
     """One real request to a downstream: a child span of its call, never overwritten."""
 
+    class Health(models.TextChoices):
+        """What the attempt says about the downstream's health, for its breaker."""
+
+        SUCCESS = "success"
+        FAILURE = "failure"  # 5xx, 429, timeout, reset, refused
+        NEUTRAL = "neutral"  # other 4xx: the request was wrong, not the tool
+
     call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="attempt_rows")
+    tool = models.CharField(max_length=128, default="")
+    health = models.CharField(max_length=8, choices=Health.choices, default=Health.NEUTRAL)
     number = models.PositiveIntegerField()
     span_id = models.CharField(max_length=16)
     started_at = models.DateTimeField()
@@ -229,7 +238,11 @@ class Attempt(models.Model):
 
     class Meta:
         ordering = ["call", "number"]
-        indexes = [models.Index(fields=["call", "number"])]
+        indexes = [
+            models.Index(fields=["call", "number"]),
+            # The breaker's sliding window: a tool's attempts since a moment.
+            models.Index(fields=["tool", "started_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"attempt {self.number} of {self.call_id}"
@@ -287,3 +300,25 @@ class ToolPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"policy for {self.tool}"
+
+
+class CircuitBreaker(models.Model):
+    """One tool's breaker, shared by every web and worker process through this row."""
+
+    class State(models.TextChoices):
+        CLOSED = "closed"
+        OPEN = "open"
+        HALF_OPEN = "half_open"
+
+    tool = models.CharField(max_length=128, unique=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.CLOSED)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    open_until = models.DateTimeField(null=True, blank=True)
+    probe_until = models.DateTimeField(null=True, blank=True)
+    forced = models.BooleanField(default=False, help_text="Held open by an operator.")
+    reason = models.CharField(max_length=200, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.tool}: {self.state}"

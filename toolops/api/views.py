@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from toolops import selectors, services
+from toolops.executor import breaker
 from toolops.tools import registry
 
 from .output import (
@@ -22,6 +23,7 @@ from .output import (
     RunSchema,
     ToolListSchema,
     call_out,
+    iso,
     run_out,
 )
 
@@ -191,6 +193,7 @@ class ToolListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         tools = registry.public_tools()
+        unavailable = breaker.availability()
         if request.query_params.get("format") == "openai":
             return Response({"tools": [
                 {"type": "function", "function": {
@@ -207,8 +210,8 @@ class ToolListApi(APIView):
                 "requires_approval": t.requires_approval,
                 "compensation": t.compensation.tool if t.compensation else None,
                 "query": t.query.tool if t.query else None,
-                "available": True,
-                "available_at": None,
+                "available": t.name not in unavailable,
+                "available_at": iso(unavailable.get(t.name)),
             }
             for t in tools
         ]})  # fmt: skip

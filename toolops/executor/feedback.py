@@ -87,3 +87,12 @@ def dependency_failed(ids: list[str]) -> str:
         f"Skipped: this call depends on {', '.join(ids)}, which did not succeed, so nothing "
         "was sent. Resolve that first or take another path."
     )
+
+
+def circuit_open(tool: str, until: str | None) -> str:
+    when = f" until {until}" if until else " for now"
+    return _cap(
+        f"{tool} is temporarily unavailable{when}: it has been failing, so ToolOps is not "
+        "sending it requests. Do not retry it before then; use another tool or tell the user "
+        "it is unavailable."
+    )

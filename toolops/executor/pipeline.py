@@ -11,6 +11,7 @@ import difflib
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -22,7 +23,7 @@ from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
-from . import backoff, claims, feedback
+from . import backoff, breaker, claims, feedback
 from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .classify import Verdict, classify
 from .reconcile import QueryResult, query_outcome
@@ -410,6 +411,10 @@ class _Execution:
             if call.attempts > 0 and self.fence is not None and not self._renew():
                 self.lost_claim = True
                 return
+            admission = breaker.admit(spec)
+            if not admission.allowed:
+                self._circuit_open(admission.available_at)
+                return
             if not self._reserve_attempt():
                 what = f"max_attempts {self.run.max_attempts} reached"
                 message = f"{what}; {last_message}".strip("; ")
@@ -417,6 +422,8 @@ class _Execution:
                      feedback.budget_exhausted(what))  # fmt: skip
                 return
             outcome, row = self._attempt(waited)
+            row.health = breaker.health_of(outcome)
+            breaker.report(spec, admission, row.health)
             verdict = classify(outcome, replay_safe=spec.replay_safe)
             row.outcome = verdict.verdict.value
             row.reason = verdict.reason
@@ -465,7 +472,8 @@ class _Execution:
             self.spec, call, self.run, call.args or {}, attempt=call.attempts, span_id=span_id
         )
         row = Attempt(
-            call=call, number=call.attempts, span_id=span_id, started_at=started,
+            call=call, tool=self.spec.name, number=call.attempts, span_id=span_id,
+            started_at=started,
             duration_ms=(time.perf_counter() - t0) * 1000, waited_ms=waited * 1000,
             http_status=outcome.status, outcome="ok", error=outcome.message[:2000],
             downstream_request_id=outcome.request_id,
@@ -511,6 +519,12 @@ class _Execution:
                      feedback.result_invalid(spec.name, message))  # fmt: skip
                 return
         _end(call, Status.SUCCEEDED, "", "", "", feedback.succeeded(spec.name))
+
+    def _circuit_open(self, until: datetime | None) -> None:
+        when = until.isoformat(timespec="seconds").replace("+00:00", "Z") if until else None
+        message = f"circuit open{f' until {when}' if when else ''}"
+        _end(self.call, Status.FAILED, "retry", Reason.CIRCUIT_OPEN, message,
+             feedback.circuit_open(self.spec.name, when))  # fmt: skip
 
     def _exhausted(self, message: str, reason: str = Reason.DOWNSTREAM_ERROR) -> None:
         call, spec = self.call, self.spec

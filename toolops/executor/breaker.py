@@ -1,0 +1,187 @@
+"""Per-tool circuit breakers whose state lives in the database, so every web and worker
+process sees the same breaker (DESIGN.md "Budgets and circuit breakers").
+
+closed → open: N consecutive failures, or a failure rate over the sliding window (with a
+minimum number of attempts). open → half_open: after the cool-down, ONE request wins the
+probe with a conditional UPDATE. half_open → closed on the probe's success, → open again
+on its failure. Times are the database's, like the claims' leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.db.models import BooleanField, Count, DurationField, ExpressionWrapper, Q, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from toolops.models import Attempt, CircuitBreaker
+from toolops.tools.spec import ToolSpec
+
+from .classify import Failure, Outcome
+
+State = CircuitBreaker.State
+Health = Attempt.Health
+
+
+@dataclass(frozen=True)
+class Admission:
+    allowed: bool
+    probe: bool = False
+    # While refused: when the tool will be tried again.
+    available_at: datetime | None = None
+    # Whether a success must write (to reset a failure count or close the breaker).
+    dirty: bool = False
+
+
+def health_of(outcome: Outcome) -> str:
+    """Attempts that reached or tried to reach the downstream and failed count against
+    it; a request the downstream refused as wrong (other 4xx) says nothing of its health."""
+    if outcome.failure is None:
+        return Health.SUCCESS
+    if outcome.failure is Failure.HTTP:
+        status = outcome.status or 0
+        return Health.FAILURE if status >= 500 or status == 429 else Health.NEUTRAL
+    if outcome.failure in (Failure.TIMEOUT, Failure.REFUSED, Failure.RESET):
+        return Health.FAILURE
+    return Health.NEUTRAL
+
+
+def admit(spec: ToolSpec) -> Admission:
+    row = (
+        CircuitBreaker.objects.filter(tool=spec.name)
+        .annotate(
+            due=ExpressionWrapper(Q(open_until__lte=Now()), output_field=BooleanField()),
+            probe_lapsed=ExpressionWrapper(Q(probe_until__lt=Now()), output_field=BooleanField()),
+        )
+        .values(
+            "state",
+            "consecutive_failures",
+            "open_until",
+            "probe_until",
+            "forced",
+            "due",
+            "probe_lapsed",
+        )  # fmt: skip
+        .first()
+    )
+    if row is None or (row["state"] == State.CLOSED):
+        return Admission(allowed=True, dirty=bool(row and row["consecutive_failures"]))
+    if row["forced"]:
+        return Admission(allowed=False, available_at=row["open_until"])
+    if row["state"] == State.OPEN and row["due"]:
+        won = CircuitBreaker.objects.filter(
+            tool=spec.name, state=State.OPEN, forced=False, open_until__lte=Now()
+        ).update(state=State.HALF_OPEN, probe_until=Now() + _seconds(_probe_lease(spec)))
+        if won == 1:
+            return Admission(allowed=True, probe=True, dirty=True)
+    elif row["state"] == State.HALF_OPEN and row["probe_lapsed"]:
+        # The probe's holder died without reporting: the next request probes instead.
+        won = CircuitBreaker.objects.filter(
+            tool=spec.name, state=State.HALF_OPEN, probe_until__lt=Now()
+        ).update(probe_until=Now() + _seconds(_probe_lease(spec)))
+        if won == 1:
+            return Admission(allowed=True, probe=True, dirty=True)
+    until = row["open_until"] if row["state"] == State.OPEN else row["probe_until"]
+    return Admission(allowed=False, available_at=until)
+
+
+def report(spec: ToolSpec, admission: Admission, health: str) -> Admission:
+    """Record one attempt's health; returns the admission for the next attempt."""
+    if health == Health.SUCCESS:
+        if admission.dirty:
+            CircuitBreaker.objects.filter(tool=spec.name, forced=False).update(
+                state=State.CLOSED, consecutive_failures=0, open_until=None, probe_until=None,
+                reason="",
+            )  # fmt: skip
+        return Admission(allowed=True)
+    if health != Health.FAILURE:
+        return admission
+    config = spec.breaker
+    if admission.probe:
+        _trip(spec, "the half-open probe failed", from_states=(State.HALF_OPEN,))
+        return Admission(allowed=False)
+    failures = _count_failure(spec.name)
+    if failures >= config.consecutive_failures:
+        _trip(spec, f"{failures} consecutive failures")
+        return Admission(allowed=False)
+    rate = _window_rate(spec)
+    if rate is not None:
+        _trip(spec, f"{rate:.0%} of attempts failed in the last {config.window_s:g} s")
+        return Admission(allowed=False)
+    return Admission(allowed=True, dirty=True)
+
+
+def _count_failure(tool: str) -> int:
+    sql = (
+        "INSERT INTO toolops_circuitbreaker (tool, state, consecutive_failures, forced, reason, "
+        "updated_at) VALUES (%s, 'closed', 1, false, '', %s) ON CONFLICT (tool) DO UPDATE SET "
+        "consecutive_failures = toolops_circuitbreaker.consecutive_failures + 1, "
+        "updated_at = EXCLUDED.updated_at RETURNING consecutive_failures"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [tool, timezone.now()])
+        return int(cursor.fetchone()[0])
+
+
+def _window_rate(spec: ToolSpec) -> float | None:
+    """The window's failure rate when it passes the threshold with enough attempts."""
+    config = spec.breaker
+    since = timezone.now() - timedelta(seconds=config.window_s)
+    counts = Attempt.objects.filter(tool=spec.name, started_at__gte=since).aggregate(
+        total=Count("pk", filter=~Q(health=Health.NEUTRAL)),
+        failed=Count("pk", filter=Q(health=Health.FAILURE)),
+    )
+    # This attempt is not recorded yet (attempts are written with the call's result).
+    total, failed = counts["total"] + 1, counts["failed"] + 1
+    if total < config.min_calls:
+        return None
+    rate = failed / total
+    return rate if rate >= config.failure_rate else None
+
+
+def _trip(spec: ToolSpec, reason: str, from_states: tuple[str, ...] = (State.CLOSED,)) -> None:
+    CircuitBreaker.objects.filter(tool=spec.name, state__in=from_states, forced=False).update(
+        state=State.OPEN,
+        opened_at=Now(),
+        open_until=Now() + _seconds(spec.breaker.cooldown_s),
+        probe_until=None,
+        reason=reason[:200],
+    )
+
+
+def force_open(*, tool: str, seconds: float, reason: str) -> None:
+    """An operator holds the breaker open (until reset, or for `seconds`)."""
+    until = timezone.now() + timedelta(seconds=seconds)
+    CircuitBreaker.objects.update_or_create(
+        tool=tool,
+        defaults={
+            "state": State.OPEN, "forced": True, "opened_at": timezone.now(),
+            "open_until": until, "probe_until": None, "reason": reason[:200],
+        },
+    )  # fmt: skip
+
+
+def reset(*, tool: str) -> None:
+    CircuitBreaker.objects.filter(tool=tool).update(
+        state=State.CLOSED, consecutive_failures=0, forced=False, open_until=None,
+        probe_until=None, reason="",
+    )  # fmt: skip
+
+
+def availability() -> dict[str, datetime | None]:
+    """Tools that are not available now → when they will be tried again."""
+    rows = CircuitBreaker.objects.exclude(state=State.CLOSED).values(
+        "tool", "state", "open_until", "probe_until", "forced"
+    )
+    return {r["tool"]: r["open_until"] if r["state"] == State.OPEN else r["probe_until"]
+            for r in rows}  # fmt: skip
+
+
+def _probe_lease(spec: ToolSpec) -> float:
+    return spec.timeout_s + 5.0
+
+
+def _seconds(value: float) -> Value:
+    return Value(timedelta(seconds=value), output_field=DurationField())
