@@ -1,0 +1,208 @@
+"""The scripted demo agent against a real ToolOps server, and `manage.py demo` end to end."""
+
+from __future__ import annotations
+
+import io
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from toolops.demo import agent
+from toolops.models import Agent, Run
+
+from .launcher import (
+    ROOT,
+    Launcher,
+    demo_env,
+    free_port,
+    manage,
+    pid_exists,
+    processes_with_env,
+)
+
+# What each scenario leaves its runs as. `running` stays possible where a call may wait
+# for a reviewer (create_order and charge require approval in the catalog) or stay
+# unknown while a worker reconciles it.
+EXPECTED_STATUSES = {
+    "happy-path order": {"completed", "running"},
+    "lost response": {"completed", "running"},
+    "charge timeout": {"completed", "running"},
+    "flaky read": {"completed"},
+    "rate-limited read": {"completed"},
+    "replay": {"completed"},
+    "bad input": {"completed"},
+    "budget": {"budget_exhausted"},
+    "abort": {"aborting", "aborted"},
+    "dependency": {"completed"},
+}
+
+
+def run_agent(url: str, token: str, shop_url: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = agent.main(["--url", url, "--token", token, "--shop", shop_url], out=out)
+    return code, out.getvalue()
+
+
+def test_the_scripted_agent_runs_every_scenario(
+    toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
+) -> None:
+    server = toolops_server()
+    started = time.monotonic()
+    code, output = run_agent(server.url, agent_a[1], shop.url)
+    elapsed = time.monotonic() - started
+
+    assert code == 0, output
+    assert f"demo agent: {len(agent.SCENARIOS)} scenarios, {len(agent.SCENARIOS)} ok" in output
+    assert "✗" not in output, output
+    assert elapsed < 60, f"the demo agent took {elapsed:.0f} s"
+    lines = {line.split(":", 1)[0][2:]: line for line in output.splitlines() if line[:2] == "✓ "}
+    assert set(lines) == set(EXPECTED_STATUSES), output
+
+    runs = {r.run_id: r for r in Run.objects.filter(agent=agent_a[0])}
+    for name, statuses in EXPECTED_STATUSES.items():
+        run_ids = re.findall(r"run (demo-\S+?)[: ]", lines[name])
+        assert run_ids, lines[name]
+        for run_id in run_ids:
+            assert run_id in runs, f"{name}: run {run_id} is not in the database"
+            assert runs[run_id].status in statuses, f"{name}: {run_id} is {runs[run_id].status}"
+
+    # Every fault was cleared, and nothing was ordered or charged twice.
+    assert shop.http.get("/_shop/faults").json() == {"faults": {}}
+    state = shop.state()
+    references = [o["client_reference"] for o in state["orders"]]
+    assert len(references) == len(set(references))
+    charged = [c["order_id"] for c in state["charges"]]
+    assert len(charged) == len(set(charged))
+
+
+def test_a_failing_scenario_is_reported_and_the_others_still_run(
+    monkeypatch: pytest.MonkeyPatch, toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
+) -> None:
+    def broken(demo: agent.Demo) -> agent.Outcome:
+        demo.new_run("broken")
+        raise RuntimeError("the scenario broke")
+
+    monkeypatch.setattr(agent, "SCENARIOS", [("broken", broken), *agent.SCENARIOS[3:5]])
+    server = toolops_server()
+    code, output = run_agent(server.url, agent_a[1], shop.url)
+
+    assert code == 1
+    assert "✗ broken: RuntimeError: the scenario broke" in output
+    assert "✓ flaky read" in output and "✓ rate-limited read" in output
+    assert "demo agent: 3 scenarios, 2 ok" in output
+
+
+def test_a_call_waiting_for_a_reviewer_is_reported_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch, toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
+) -> None:
+    real_call = agent.ToolOps.call
+
+    def gated(self: agent.ToolOps, run_id: str, step: int, tool: str, args: Any, **kw: Any) -> Any:
+        if tool in ("create_order", "charge"):  # as the approval gate would answer
+            url = "/console/approvals/ap-1/"
+            return {"tool": tool, "status": "pending_approval", "approval": {"url": url}}
+        return real_call(self, run_id, step, tool, args, **kw)
+
+    monkeypatch.setattr(agent.ToolOps, "call", gated)
+    server = toolops_server()
+    out = io.StringIO()
+    only = ["--only", "happy_path", "--only", "lost_response", "--only", "charge_timeout"]
+    code = agent.main(["--url", server.url, "--token", agent_a[1], "--shop", shop.url, *only], out)
+
+    assert code == 0, out.getvalue()
+    assert out.getvalue().count("waiting for a reviewer at /console/approvals/ap-1/") == 3
+    assert shop.http.get("/_shop/faults").json() == {"faults": {}}
+    assert set(Run.objects.filter(agent=agent_a[0]).values_list("status", flat=True)) == {"running"}
+
+
+def log_in(client: httpx.Client, username: str, password: str) -> httpx.Response:
+    page = client.get("/console/login/")
+    assert page.status_code == 200, page.text
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert token, page.text
+    return client.post(
+        "/console/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": token[1]},
+    )
+
+
+def check_console(web_url: str, password: str, run_id: str) -> None:
+    with httpx.Client(base_url=web_url, follow_redirects=True, timeout=20) as client:
+        response = log_in(client, "operator", password)
+        assert response.status_code == 200, response.text
+        assert response.url.path == "/console/", f"login ended at {response.url}"
+        runs = client.get("/console/")
+        assert runs.status_code == 200
+        assert run_id in runs.text, runs.text[:2000]
+
+
+def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    data_dir = tmp_path / "var"
+    env = demo_env(data_dir)
+    subprocess.run(manage("migrate", "--noinput", "-v0"), cwd=ROOT, env=env, check=True)
+    port, shop_port = free_port(), free_port()
+    launcher = Launcher(["--port", str(port), "--shop-port", str(shop_port)], env)
+    try:
+        launcher.wait_for("Ctrl-C stops everything.", timeout_s=120)
+        children = launcher.children()
+        assert set(children) == {"shop", "web", "worker"}
+        assert all(pid_exists(pid) for pid in children.values())
+        summary = next(x for x in launcher.lines if x.startswith("demo agent:"))
+        assert summary == "demo agent: 10 scenarios, 10 ok", launcher.output
+        happy = re.search(r"run (demo-\S+-1-happy)", launcher.output)
+        assert happy, launcher.output
+        assert (data_dir / "demo-logins.txt").stat().st_mode & 0o777 == 0o600
+        assert (data_dir / "log" / "worker.log").exists()
+
+        check_console(f"http://127.0.0.1:{port}", launcher.password("operator"), happy[1])
+
+        launcher.proc.send_signal(signal.SIGINT)
+        assert launcher.proc.wait(60) == 0, launcher.output
+        launcher.drain()
+        assert "Stopped" in launcher.output
+        assert not [name for name, pid in children.items() if pid_exists(pid)]
+        # Grandchildren too (celery's embedded beat): nothing runs on this data dir.
+        assert processes_with_env("TOOLOPS_DATA_DIR", str(data_dir)) == []
+    finally:
+        launcher.kill_all()
+
+
+def test_a_re_run_reuses_logins_and_refuses_a_busy_port(tmp_path: Path) -> None:
+    data_dir = tmp_path / "var"
+    env = demo_env(data_dir)
+    subprocess.run(manage("migrate", "--noinput", "-v0"), cwd=ROOT, env=env, check=True)
+    port, shop_port = free_port(), free_port()
+    args = ["--port", str(port), "--shop-port", str(shop_port), "--no-agent"]
+
+    first = Launcher(args, env)
+    try:
+        first.wait_for("Ctrl-C stops everything.", timeout_s=120)
+        passwords = {name: first.password(name) for name in ("admin", "operator")}
+        token_line = next(x for x in first.lines if x.startswith("Agent demo-agent"))
+
+        busy = subprocess.run(
+            manage("demo", *args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert busy.returncode != 0
+        assert f"port {port}" in busy.stderr and "busy" in busy.stderr
+
+        first.proc.send_signal(signal.SIGTERM)
+        assert first.proc.wait(60) == 0, first.output
+    finally:
+        first.kill_all()
+
+    second = Launcher(args, env)
+    try:
+        second.wait_for("Ctrl-C stops everything.", timeout_s=120)
+        assert {name: second.password(name) for name in passwords} == passwords
+        assert next(x for x in second.lines if x.startswith("Agent demo-agent")) == token_line
+        second.proc.send_signal(signal.SIGINT)
+        assert second.proc.wait(60) == 0, second.output
+    finally:
+        second.kill_all()

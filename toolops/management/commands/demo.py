@@ -1,0 +1,469 @@
+"""`manage.py demo`: the whole product on one machine, with nothing else running.
+
+Starts the demo shop, the web server (HTTP + WebSockets) and a Celery worker with beat
+embedded as child processes, on the embedded defaults (SQLite and the filesystem broker
+under the data directory), loads demo users and a demo agent, runs the scripted agent
+against the real API, then waits. Ctrl-C (or SIGTERM) stops every child it started.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import httpx
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
+
+from toolops.models import Agent, token_digest
+from toolops.services import agent_create
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+DEMO_CATALOG = DEMO_DIR / "catalog.toml"
+CATALOG_SHOP = "http://127.0.0.1:9000"  # the shop URL written in the demo catalog
+HOST = "127.0.0.1"
+AGENT_NAME = "demo-agent"
+LOGINS_FILE = "demo-logins.txt"
+# username → (group, what the person does); admin is a superuser.
+DEMO_USERS: dict[str, tuple[str | None, str]] = {
+    "admin": (None, "superuser: everything, and /admin/"),
+    "reviewer": ("reviewers", "approves or rejects calls that wait for a person"),
+    "support": ("support", "works dead-letter tickets"),
+    "operator": ("operators", "run timelines, tool health, breakers, policies"),
+}
+STOP_GRACE_S = 10.0
+LOG_TAIL_LINES = 15
+
+
+class Stop(BaseException):
+    """Raised by the SIGINT/SIGTERM handler: unwinds to the shutdown from anywhere."""
+
+
+class ChildDied(Exception):
+    def __init__(self, child: Child) -> None:
+        super().__init__(f"{child.name} exited unexpectedly ({child.exit_text})")
+        self.child = child
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes] = field(repr=False)
+    log_start: int = 0  # where this run's output starts in the (appended) log
+
+    @property
+    def exit_text(self) -> str:
+        code = self.proc.returncode
+        if code is not None and code < 0:
+            with suppress(ValueError):
+                return f"killed by {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_text(self) -> str:
+        """This run's output so far."""
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self.log_start)
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return self.log_text().splitlines()[-lines:]
+
+
+# --- start-up checks ---------------------------------------------------------------------
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        # As the servers themselves bind: a port left in TIME_WAIT by a previous run is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def check_ports(ports: dict[str, int]) -> None:
+    if len(set(ports.values())) != len(ports):
+        raise CommandError(f"the ports must differ: {ports}")
+    for what, port in ports.items():
+        if not 1 <= port <= 65535:
+            raise CommandError(f"--{what} {port} is not a TCP port")
+        if not port_is_free(port):
+            raise CommandError(
+                f"port {port} ({what}) is busy on {HOST}: stop what listens there or pass "
+                f"--{what} with another port"
+            )
+
+
+def catalog_for(shop_port: int, data_dir: Path) -> Path:
+    """The demo catalog, rewritten into the data directory when the shop is elsewhere."""
+    if shop_port == 9000:
+        return DEMO_CATALOG
+    path = data_dir / f"demo-catalog-{shop_port}.toml"
+    text = DEMO_CATALOG.read_text().replace(CATALOG_SHOP, f"http://{HOST}:{shop_port}")
+    path.write_text(text)
+    return path
+
+
+def child_env(shop_port: int, data_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    if not env.get("TOOLOPS_TOOLS_FILE"):
+        env["TOOLOPS_TOOLS_FILE"] = str(catalog_for(shop_port, data_dir))
+    env["TOOLOPS_DATA_DIR"] = str(data_dir)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "toolops.settings")
+    env["PYTHONUNBUFFERED"] = "1"  # logs reach var/log/ as they happen
+    return env
+
+
+def migrate_if_needed(write: Callable[[str], None]) -> None:
+    connection = connections["default"]
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        write("Applying database migrations…")
+        call_command("migrate", interactive=False, verbosity=0)
+
+
+# --- demo logins -------------------------------------------------------------------------
+
+
+def read_secrets(path: Path) -> dict[str, str]:
+    """`name secret` lines; # comments. Missing file: nothing yet."""
+    found: dict[str, str] = {}
+    if not path.exists():
+        return found
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#"):
+            found[parts[0]] = parts[1]
+    return found
+
+
+def write_secrets(path: Path, values: dict[str, str]) -> None:
+    lines = [
+        "# ToolOps demo logins, generated on the first `manage.py demo`. Delete this file",
+        "# to get new ones. `agent:NAME` is that demo agent's API token.",
+        *(f"{name} {secret}" for name, secret in values.items()),
+    ]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    path.chmod(0o600)
+
+
+def ensure_user(username: str, group: str | None, password: str | None) -> str | None:
+    """Create or repair one demo user. Returns its password, or None for an account that
+    existed before the demo recorded one (its password is left alone)."""
+    user_model = get_user_model()
+    user = user_model.objects.filter(username=username).first()
+    if user is None:
+        password = password or secrets.token_urlsafe(9)
+        if group is None:
+            user = user_model.objects.create_superuser(username, "", password)
+        else:
+            user = user_model.objects.create_user(username, "", password)
+    elif password is None:
+        return None
+    elif not user.check_password(password):
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    if group is not None:
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
+    return password
+
+
+def ensure_agent(token: str | None) -> str:
+    """The demo agent, with the stored token when it still matches, else a new one."""
+    agent = Agent.objects.filter(name=AGENT_NAME).first()
+    if agent is None:
+        return agent_create(name=AGENT_NAME)[1]
+    if token and agent.token_hash == token_digest(token) and agent.is_active:
+        return token
+    token = agent.set_new_token()
+    agent.is_active = True
+    agent.save(update_fields=["token_hash", "token_hint", "is_active"])
+    return token
+
+
+def load_demo_logins(data_dir: Path) -> tuple[dict[str, str | None], str, Path]:
+    path = data_dir / LOGINS_FILE
+    stored = read_secrets(path)
+    passwords = {
+        name: ensure_user(name, group, stored.get(name)) for name, (group, _) in DEMO_USERS.items()
+    }
+    token = ensure_agent(stored.get(f"agent:{AGENT_NAME}"))
+    recorded = {name: pw for name, pw in passwords.items() if pw is not None}
+    write_secrets(path, {**recorded, f"agent:{AGENT_NAME}": token})
+    return passwords, token, path
+
+
+# --- child processes ---------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM when the launcher dies without
+    stopping it, so a killed launcher leaves nothing behind."""
+    with suppress(Exception):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_child(name: str, args: list[str], env: dict[str, str], log_dir: Path) -> Child:
+    log_path = log_dir / f"{name}.log"
+    log_file = log_path.open("ab")
+    log_start = log_file.tell()
+    log_file.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(args)}\n".encode())
+    log_file.flush()
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        # Its own process group: a terminal's Ctrl-C reaches only the launcher, which
+        # then stops the children itself, and a group kill takes their helpers too.
+        process_group=0,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
+    return Child(name, proc, log_path, log_file, log_start)
+
+
+def wait_until(child: Child, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not child.alive:
+            raise ChildDied(child)
+        if ready():
+            return
+        time.sleep(0.2)
+    raise CommandError(f"{child.name} was not ready after {timeout_s:g} s ({what})")
+
+
+def stays_up(child: Child, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not child.alive:
+            raise ChildDied(child)
+        time.sleep(0.1)
+
+
+def log_contains(child: Child, *needles: str) -> Callable[[], bool]:
+    def ready() -> bool:
+        text = child.log_text()
+        return any(n in text for n in needles)
+
+    return ready
+
+
+def url_answers(url: str) -> Callable[[], bool]:
+    def ready() -> bool:
+        try:
+            return httpx.get(url, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return ready
+
+
+def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM to each child's process group, wait, then SIGKILL whatever is left."""
+    for child in children:
+        if child.alive:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        with suppress(subprocess.TimeoutExpired):
+            child.proc.wait(max(0.1, deadline - time.monotonic()))
+    for child in children:
+        # The group too: a worker's embedded beat process must not outlive it.
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
+        if child.alive:
+            child.proc.wait(5)
+        child.log_file.close()
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the ToolOps demo on one machine: demo shop, web server, Celery worker (with "
+        "beat), demo logins and the scripted agent. Ctrl-C stops everything."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, default=8000, help="web server port")
+        parser.add_argument("--shop-port", type=int, default=9000, help="demo shop port")
+        parser.add_argument("--no-agent", action="store_true", help="do not run the scripted agent")
+        parser.add_argument(
+            "--reset-shop",
+            action="store_true",
+            help="empty the demo shop (orders, charges, …) and restore its stock first",
+        )
+
+    def say(self, text: str = "") -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        port, shop_port = options["port"], options["shop_port"]
+        check_ports({"port": port, "shop-port": shop_port})
+        data_dir = Path(settings.DATA_DIR)
+        log_dir = data_dir / "log"
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+        children: list[Child] = []
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            migrate_if_needed(self.say)
+            passwords, token, logins_path = load_demo_logins(data_dir)
+            connections.close_all()  # the children own the database from here
+            self._start(children, port, shop_port, data_dir, log_dir, options["reset_shop"])
+            web_url, shop_url = f"http://{HOST}:{port}", f"http://{HOST}:{shop_port}"
+            if not options["no_agent"]:
+                self._run_agent(children, web_url, token, shop_url)
+            self._banner(web_url, passwords, token, logins_path, children)
+            self._watch(children)
+        except Stop:
+            self.say("\nStopping…")
+        except ChildDied as died:
+            self._report_death(died.child)
+            raise CommandError(str(died), returncode=1) from None
+        finally:
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)  # no second interrupt mid-cleanup
+            stop_children(children)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self.say("Stopped: shop, web and worker are down.")
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        raise Stop(signum)
+
+    def _start(
+        self,
+        children: list[Child],
+        port: int,
+        shop_port: int,
+        data_dir: Path,
+        log_dir: Path,
+        reset_shop: bool,
+    ) -> None:
+        env = child_env(shop_port, data_dir)
+        self.say(f"Tool catalog: {env['TOOLOPS_TOOLS_FILE']}")
+        shop_db = data_dir / "demo-shop.sqlite3"
+        shop = start_child(
+            "shop",
+            ["-m", "toolops.demo.shop", "--port", str(shop_port), "--db", str(shop_db)],
+            env,
+            log_dir,
+        )
+        children.append(shop)
+        wait_until(shop, log_contains(shop, "shop listening on"), 20, "no 'listening' line")
+        if reset_shop:
+            httpx.post(f"http://{HOST}:{shop_port}/_shop/reset", timeout=10).raise_for_status()
+            self.say("Demo shop reset: fresh stock, no orders.")
+        self.say(f"✓ shop    http://{HOST}:{shop_port}  (log {log_dir / 'shop.log'})")
+
+        web = start_child(
+            "web",
+            ["-m", "uvicorn", "toolops.asgi:application", "--host", HOST, "--port", str(port)],
+            env,
+            log_dir,
+        )
+        children.append(web)
+        schema = f"http://{HOST}:{port}/api/v1/schema/?format=json"
+        wait_until(web, url_answers(schema), 60, f"{schema} did not answer 200")
+        self.say(f"✓ web     http://{HOST}:{port}  (log {web.log_path})")
+
+        worker = start_child(
+            "worker",
+            ["-m", "celery", "-A", "toolops", "worker", "-B", "--loglevel", "warning",
+             "--concurrency", "2", "--pool", "threads"],
+            env,
+            log_dir,
+        )  # fmt: skip
+        children.append(worker)
+        # The banner lists the queues once the app is configured; it must then stay up.
+        wait_until(worker, log_contains(worker, "[queues]"), 60, "no start-up banner")
+        stays_up(worker, 1.0)
+        self.say(f"✓ worker  celery with beat, filesystem broker  (log {worker.log_path})")
+        self.say("children: " + " ".join(f"{c.name}={c.proc.pid}" for c in children))
+
+    def _run_agent(self, children: list[Child], web_url: str, token: str, shop_url: str) -> None:
+        from toolops.demo.agent import run_demo
+
+        self.say("\nScripted agent (toolops/demo/agent.py) against the real API:")
+        results = run_demo(web_url, token, shop_url, out=self.stdout)
+        for child in children:
+            if not child.alive:
+                raise ChildDied(child)
+        if not all(r.ok for r in results):
+            self.stderr.write("Some scenarios did not end as expected; see the lines above.")
+
+    def _banner(
+        self,
+        web_url: str,
+        passwords: dict[str, str | None],
+        token: str,
+        logins_path: Path,
+        children: list[Child],
+    ) -> None:
+        self.say(f"\nConsole: {web_url}/console/   (admin: {web_url}/admin/)")
+        self.say(f"Logins (also in {logins_path}):")
+        for name, (group, role) in DEMO_USERS.items():
+            password = passwords[name] or "(existing account, password unchanged)"
+            self.say(f"  {name:<9} {password:<16} {group or 'superuser':<10} {role}")
+        self.say(
+            f"Agent {AGENT_NAME}: token {token[:9]}… (full token in {logins_path}); "
+            f"python -m toolops.demo.agent --url {web_url} --token …"
+        )
+        self.say("Logs: " + ", ".join(str(c.log_path) for c in children))
+        self.say("Ctrl-C stops everything.")
+
+    def _watch(self, children: list[Child]) -> None:
+        while True:
+            for child in children:
+                if not child.alive:
+                    raise ChildDied(child)
+            time.sleep(0.5)
+
+    def _report_death(self, child: Child) -> None:
+        self.stderr.write(
+            f"\n{child.name} exited unexpectedly ({child.exit_text}). "
+            f"Last lines of {child.log_path}:"
+        )
+        for line in child.tail():
+            self.stderr.write(f"  | {line}")
+        self.stderr.write("Stopping the others…")
