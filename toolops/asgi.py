@@ -7,9 +7,12 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolops.settings")
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-django_application = get_asgi_application()
+# The console's few static files are served by the app itself, so that one command runs
+# the whole product; a CDN or proxy in front may take them over.
+django_application = ASGIStaticFilesHandler(get_asgi_application())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

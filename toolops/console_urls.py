@@ -12,4 +12,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.run_list, name="runs"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("tools/", views.tool_list, name="tools"),
+    path("tools/<str:name>/policy/", views.tool_policy_edit, name="tool-policy"),
 ]

@@ -20,7 +20,7 @@ _policies: tuple[float, dict[str, dict[str, Any]]] = (0.0, {})
 
 POLICY_FIELDS = (
     "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s",
-    "requires_approval", "approval_ttl_s", "session_dedupe_window_s",
+    "requires_approval", "approval_ttl_s", "session_dedupe_window_s", "query_before_write",
 )  # fmt: skip
 
 
@@ -74,7 +74,8 @@ def _policy_overrides() -> dict[str, dict[str, Any]]:
 
     fresh: dict[str, dict[str, Any]] = {}
     for row in ToolPolicy.objects.values("tool", *POLICY_FIELDS):
-        fresh[row.pop("tool")] = {k: v for k, v in row.items() if v is not None}
+        name = row.pop("tool")
+        fresh[name] = {k: v for k, v in row.items() if v is not None}
     _policies = (time.monotonic(), fresh)
     return fresh
 

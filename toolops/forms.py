@@ -1,0 +1,153 @@
+"""Console forms: the runs filter and the tool policy editor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from toolops.models import Agent, Run, ToolPolicy
+from toolops.tools.registry import POLICY_FIELDS
+from toolops.tools.spec import ToolSpec
+
+MAX_TIMEOUT_S = 300.0
+MAX_ATTEMPTS = 20
+MAX_BACKOFF_S = 300.0
+MAX_WINDOW_S = 30 * 24 * 3600  # approval TTL and dedupe window: at most 30 days
+
+
+class RunFilterForm(forms.Form):
+    status = forms.ChoiceField(required=False)
+    agent = forms.ChoiceField(required=False)
+    q = forms.CharField(
+        required=False,
+        max_length=128,
+        label="Search",
+        widget=forms.TextInput(
+            attrs={"placeholder": "run_id, trace_id or tool_call_id", "type": "search"}
+        ),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["status"].choices = [("", "All statuses"), *Run.Status.choices]
+        # Plain choices from one query: a ModelChoiceField would query again to validate.
+        agents = Agent.objects.order_by("name").values_list("pk", "name")
+        self.fields["agent"].choices = [("", "All agents")] + [(str(pk), n) for pk, n in agents]
+
+    def filters(self) -> dict[str, str]:
+        """The valid filters; an invalid one is ignored rather than failing the page."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        return {k: v for k, v in data.items() if v}
+
+
+class PolicyApprovalSelect(forms.NullBooleanSelect):
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.choices = [("unknown", "Catalog default"), ("true", "Yes"), ("false", "No")]
+
+
+def _positive(value: float | None, name: str) -> float | None:
+    if value is not None and value <= 0:
+        raise forms.ValidationError(f"{name} must be greater than 0.")
+    return value
+
+
+class ToolPolicyForm(forms.ModelForm):
+    """Overrides of one tool's catalog policy. An empty field keeps the catalog default."""
+
+    timeout_s = forms.FloatField(
+        required=False,
+        max_value=MAX_TIMEOUT_S,
+        label="Timeout (s)",
+        help_text=f"Per attempt; greater than 0, at most {MAX_TIMEOUT_S:g}.",
+    )
+    max_attempts = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_ATTEMPTS,
+        label="Max attempts",
+        help_text=f"Real requests per call, 1 to {MAX_ATTEMPTS}.",
+    )
+    backoff_base_s = forms.FloatField(
+        required=False,
+        max_value=MAX_BACKOFF_S,
+        label="Backoff base (s)",
+        help_text="First backoff before jitter; greater than 0.",
+    )
+    backoff_cap_s = forms.FloatField(
+        required=False,
+        max_value=MAX_BACKOFF_S,
+        label="Backoff cap (s)",
+        help_text="Longest backoff; not below the base.",
+    )
+    requires_approval = forms.NullBooleanField(
+        required=False, widget=PolicyApprovalSelect, label="Requires approval"
+    )
+    approval_ttl_s = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_WINDOW_S,
+        label="Approval TTL (s)",
+        help_text="How long an approval may wait before it expires.",
+    )
+    session_dedupe_window_s = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_WINDOW_S,
+        label="Session dedupe window (s)",
+        help_text="0 turns the session duplicate check off.",
+    )
+
+    class Meta:
+        model = ToolPolicy
+        fields = POLICY_FIELDS
+
+    def __init__(self, *args: Any, spec: ToolSpec, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spec = spec
+        for name in POLICY_FIELDS:
+            value = getattr(spec, name)
+            if name == "requires_approval":
+                default = "yes" if value else "no"
+            else:
+                default = f"{value:g}"
+                self.fields[name].widget.attrs["placeholder"] = f"default {default}"
+            self.fields[name].catalog_default = default  # type: ignore[attr-defined]
+
+    def clean_timeout_s(self) -> float | None:
+        return _positive(self.cleaned_data.get("timeout_s"), "Timeout")
+
+    def clean_backoff_base_s(self) -> float | None:
+        return _positive(self.cleaned_data.get("backoff_base_s"), "Backoff base")
+
+    def clean_backoff_cap_s(self) -> float | None:
+        return _positive(self.cleaned_data.get("backoff_cap_s"), "Backoff cap")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if "backoff_base_s" in data and "backoff_cap_s" in data:
+            base = data["backoff_base_s"]
+            cap = data["backoff_cap_s"]
+            base = self.spec.backoff_base_s if base is None else base
+            cap = self.spec.backoff_cap_s if cap is None else cap
+            if cap < base:
+                self.add_error(
+                    "backoff_cap_s",
+                    f"Backoff cap ({cap:g} s) must not be below the backoff base ({base:g} s).",
+                )
+        return data
+
+    def describe_changes(self) -> str:
+        """'field: old → new' for each changed field, for the audit log."""
+        parts = []
+        for name in self.changed_data:
+            old = self.initial.get(name)
+            new = self.cleaned_data.get(name)
+            parts.append(f"{name}: {_shown(old)} → {_shown(new)}")
+        return "; ".join(parts) or "No fields changed."
+
+
+def _shown(value: Any) -> str:
+    return "default" if value is None else str(value)

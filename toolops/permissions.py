@@ -1,0 +1,69 @@
+"""Who may see and do what in the console. Superusers may do what any group may (API.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import TYPE_CHECKING, Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.http import HttpRequest, HttpResponse
+
+    User = AbstractBaseUser | AnonymousUser
+
+REVIEWERS = "reviewers"
+SUPPORT = "support"
+OPERATORS = "operators"
+CONSOLE_GROUPS = frozenset({REVIEWERS, SUPPORT, OPERATORS})
+
+
+def group_names(user: User) -> frozenset[str]:
+    """The user's console groups, read once per request (cached on the user object)."""
+    if not user.is_authenticated or not user.is_active:
+        return frozenset()
+    cached: frozenset[str] | None = getattr(user, "_console_groups", None)
+    if cached is None:
+        names = user.groups.filter(name__in=CONSOLE_GROUPS).values_list("name", flat=True)  # type: ignore[union-attr]
+        cached = frozenset(names)
+        user._console_groups = cached  # type: ignore[union-attr]
+    return cached
+
+
+def _is_superuser(user: User) -> bool:
+    return bool(user.is_authenticated and user.is_active and getattr(user, "is_superuser", False))
+
+
+def can_view_console(user: User) -> bool:
+    return _is_superuser(user) or bool(group_names(user))
+
+
+def can_edit_policies(user: User) -> bool:
+    return _is_superuser(user) or OPERATORS in group_names(user)
+
+
+def role_label(user: User) -> str:
+    """The badge next to the user name: 'superuser', or the console groups."""
+    if _is_superuser(user):
+        return "superuser"
+    return " · ".join(sorted(group_names(user)))
+
+
+def console_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Anonymous → the login page; logged in but in no console group → 403."""
+
+    @wraps(view)
+    def check(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not can_view_console(request.user):
+            raise PermissionDenied("Your account is not in a console group.")
+        return view(request, *args, **kwargs)
+
+    return login_required(check)
+
+
+def require_policy_editor(user: User) -> None:
+    if not can_edit_policies(user):
+        raise PermissionDenied("Only operators may change tool policies.")
