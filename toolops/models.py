@@ -182,6 +182,14 @@ class ToolCall(models.Model):
     span_id = models.CharField(max_length=16, default=new_span_id)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Unknown outcomes: the worker asks the query tool again at next_reconcile_at.
+    reconcile_attempts = models.PositiveIntegerField(default=0)
+    next_reconcile_at = models.DateTimeField(null=True, blank=True)
+    settled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", help_text="The person who settled an unknown outcome by hand.",
+    )  # fmt: skip
+    settle_note = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [
@@ -191,6 +199,7 @@ class ToolCall(models.Model):
             models.Index(fields=["run", "created_at"]),
             models.Index(fields=["status", "created_at"]),
             models.Index(fields=["tool_call_id"]),
+            models.Index(fields=["status", "next_reconcile_at"]),
         ]
 
     def __str__(self) -> str:
@@ -288,6 +297,9 @@ class ToolPolicy(models.Model):
     backoff_base_s = models.FloatField(null=True, blank=True)
     backoff_cap_s = models.FloatField(null=True, blank=True)
     requires_approval = models.BooleanField(null=True, blank=True)
+    query_before_write = models.BooleanField(
+        null=True, blank=True, help_text="Ask the query tool before the first attempt."
+    )
     approval_ttl_s = models.PositiveIntegerField(null=True, blank=True)
     session_dedupe_window_s = models.PositiveIntegerField(null=True, blank=True)
     updated_by = models.ForeignKey(

@@ -231,10 +231,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Idempotency records past their retention: the table must not grow forever.
-    "purge-idempotency-records": {
-        "task": "toolops.tasks.idempotency_purge",
-        "schedule": 3600.0,
-    },
+    "purge-idempotency-records": {"task": "toolops.tasks.idempotency_purge", "schedule": 3600.0},
+    # Unknown outcomes whose query failed: ask again, with backoff per call, until settled.
+    # Every 10 s so that a healthy query tool settles a call within ~30 s (API.md).
+    "reconcile-unknown-calls": {"task": "toolops.tasks.reconcile_unknown_calls", "schedule": 10.0},
+    # Claims whose holder died past its lease (default 30 s): found within a minute.
+    "sweep-stale-claims": {"task": "toolops.tasks.sweep_stale_claims", "schedule": 30.0},
 }
 
 # ToolOps' own knobs.

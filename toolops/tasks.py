@@ -20,3 +20,26 @@ def idempotency_purge(batch: int = 5000) -> int:
     )
     IdempotencyRecord.objects.filter(pk__in=ids).delete()
     return len(ids)
+
+
+@shared_task(acks_late=True)
+def reconcile_unknown_calls() -> int:
+    """Ask the query tools about unknown outcomes that are due (DESIGN.md "unknown")."""
+    from toolops.executor.settle import call_reconcile, unknown_calls_due
+
+    due = unknown_calls_due()
+    for pk in due:
+        call_reconcile(call_pk=pk)
+    return len(due)
+
+
+@shared_task(acks_late=True)
+def sweep_stale_claims() -> int:
+    """Settle claims whose holder died between claim and record, without re-sending an
+    unsafe write blindly."""
+    from toolops.executor.settle import claim_recover, stale_claim_keys
+
+    keys = stale_claim_keys()
+    for key in keys:
+        claim_recover(key=key)
+    return len(keys)

@@ -96,3 +96,33 @@ def circuit_open(tool: str, until: str | None) -> str:
         "sending it requests. Do not retry it before then; use another tool or tell the user "
         "it is unavailable."
     )
+
+
+def reconciled(tool: str, query: str) -> str:
+    return _cap(
+        f"{tool} succeeded: its response was lost, and {query} confirmed the result. Use it; "
+        "do not call it again."
+    )
+
+
+def already_done(tool: str, query: str) -> str:
+    return _cap(
+        f"{tool} was already done ({query} found it), so it was not sent again. Use the "
+        "result; do not call it again."
+    )
+
+
+def not_applied(tool: str, query: str) -> str:
+    return _cap(
+        f"{tool} did not take effect ({query} found no trace of it). You may call it again "
+        "in a new step if it is still needed."
+    )
+
+
+def settled(tool: str, *, succeeded: bool) -> str:
+    if succeeded:
+        return _cap(f"{tool} was checked by a person and did take effect. Use its result.")
+    return _cap(
+        f"{tool} was checked by a person and did not take effect. You may call it again in "
+        "a new step if it is still needed."
+    )

@@ -11,7 +11,7 @@ import difflib
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -35,6 +35,8 @@ Reason = ToolCall.Reason
 # How long a request that lost the claim waits for the winner before answering
 # `in_progress` (it also takes over a claim whose holder died, after the lease).
 FOLLOWER_WAIT_S = 30.0
+# An unknown outcome whose query failed is asked again by the worker from this delay on.
+RECONCILE_FIRST_S = 5.0
 
 
 class RunNotRunning(Exception):
@@ -292,6 +294,22 @@ def _follow(*, run: Run, spec: ToolSpec, key: str, wait: float) -> CallAnswer:
         pause = min(pause * 2, 0.1)
 
 
+def recover_stale_claim(*, key: str) -> ToolCall | None:
+    """Settle a claim whose holder died (the periodic sweep): the same path a duplicate
+    request takes when it finds the lease expired. None when there was nothing to do."""
+    state = claims.peek(key=key)
+    if state is None or state.state != "claimed" or not state.lease_expired:
+        return None
+    call = ToolCall.objects.select_related("run").filter(call_id=state.call_ref).first()
+    spec = registry.get(call.tool) if call is not None else None
+    if call is None or spec is None:
+        return None
+    fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=_lease_s(spec))
+    if fence is None:
+        return None
+    return _recover(call=call, spec=spec, fence=fence)
+
+
 def _recover(*, call: ToolCall, spec: ToolSpec, fence: int) -> ToolCall:
     """The claim's holder died between claim and record. Never re-send an unsafe write
     blindly: ask its query tool first, or leave the outcome unknown for a person."""
@@ -402,6 +420,14 @@ class _Execution:
 
     def run_attempts(self) -> None:
         spec, call = self.spec, self.call
+        if spec.query_before_write and spec.query is not None and call.attempts == 0:
+            # Level 2 of DESIGN.md's fallbacks: look before writing. A failed look does not
+            # stop the write — the downstream's unique index is the backstop.
+            outcome, found, rows = query_outcome(spec, call, self.run)
+            self.rows.extend(rows)
+            if outcome is QueryResult.FOUND:
+                self._succeeded(found, text=feedback.already_done(spec.name, spec.query.tool))
+                return
         last_message = ""
         waited = 0.0
         while True:
@@ -506,7 +532,7 @@ class _Execution:
         run = self.run
         return run.max_seconds is not None and run.seconds_used() + wait_s >= run.max_seconds
 
-    def _succeeded(self, body: Any) -> None:
+    def _succeeded(self, body: Any, text: str | None = None) -> None:
         call, spec = self.call, self.spec
         call.result = body
         if spec.result_schema is not None:
@@ -518,7 +544,7 @@ class _Execution:
                 _end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, message,
                      feedback.result_invalid(spec.name, message))  # fmt: skip
                 return
-        _end(call, Status.SUCCEEDED, "", "", "", feedback.succeeded(spec.name))
+        _end(call, Status.SUCCEEDED, "", "", "", text or feedback.succeeded(spec.name))
 
     def _circuit_open(self, until: datetime | None) -> None:
         when = until.isoformat(timespec="seconds").replace("+00:00", "Z") if until else None
@@ -546,13 +572,16 @@ class _Execution:
         _end(self.call, Status.UNKNOWN, "unknown", reason, message,
              feedback.unknown(self.spec.name, message, query=query))  # fmt: skip
         self.call.finished_at = None  # not finished: it is being reconciled
+        if self.spec.query is not None:
+            self.call.next_reconcile_at = timezone.now() + timedelta(seconds=RECONCILE_FIRST_S)
 
     def reconcile(self, message: str, reason: str = Reason.TIMEOUT) -> QueryResult:
         """Ask the tool's query tool what became of the write (DESIGN.md "unknown")."""
         outcome, found, rows = query_outcome(self.spec, self.call, self.run)
         self.rows.extend(rows)
         if outcome is QueryResult.FOUND:
-            self._succeeded(found)
+            assert self.spec.query is not None
+            self._succeeded(found, text=feedback.reconciled(self.spec.name, self.spec.query.tool))
         elif outcome is QueryResult.FAILED:
             self.settle_unknown(message, reason=reason)
         return outcome
@@ -590,5 +619,5 @@ class _Execution:
 
 _RESULT_FIELDS = [
     "status", "result", "error_class", "error_reason", "error_message", "feedback",
-    "attempts", "finished_at",
+    "attempts", "finished_at", "next_reconcile_at",
 ]  # fmt: skip

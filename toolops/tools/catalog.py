@@ -21,6 +21,7 @@ FIELDS = {
     "requires_approval", "approval_ttl_s", "idempotency_header", "client_reference", "query",
     "business_key", "session_dedupe_window_s", "compensation", "breaker", "params_schema",
     "result_schema", "internal", "allow_partial", "backoff_base_s", "backoff_cap_s",
+    "query_before_write",
 }  # fmt: skip
 BREAKER_FIELDS = {f.name for f in BreakerConfig.__dataclass_fields__.values()}
 
@@ -99,6 +100,7 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
         "idempotency_header": _get(entry, name, "idempotency_header", bool, False),
         "session_dedupe_window_s": _non_negative_int(entry, name, "session_dedupe_window_s", 600),
         "allow_partial": _get(entry, name, "allow_partial", bool, False),
+        "query_before_write": _get(entry, name, "query_before_write", bool, False),
         "params_schema": _schema(entry, name, "params_schema", required=True),
         "result_schema": _schema(entry, name, "result_schema", required=False),
     }
@@ -116,6 +118,8 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
 
     if kwargs["allow_partial"] and kind != "read":
         raise CatalogError(name, "allow_partial", "is only allowed on read tools")
+    if kwargs["query_before_write"] and (kind == "read" or kwargs["query"] is None):
+        raise CatalogError(name, "query_before_write", "needs a write tool with a query")
     if kind == "compensable_write" and kwargs["compensation"] is None:
         raise CatalogError(name, "compensation", "is required for a compensable_write")
     return ToolSpec(**kwargs)

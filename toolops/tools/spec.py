@@ -57,6 +57,7 @@ class ToolSpec:
     compensation: Mapping | None = None
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     allow_partial: bool = False
+    query_before_write: bool = False
     # Exactly one transport: an HTTP endpoint, or a Python callable.
     url: str | None = None
     method: str = "POST"

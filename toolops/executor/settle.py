@@ -1,0 +1,119 @@
+"""Settling what a request could not: unknown outcomes (asked again by the worker, or
+settled by a person) and claims whose holder died (found by the sweep)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from toolops.models import Attempt, IdempotencyRecord, ToolCall
+from toolops.tools import registry
+
+from . import feedback
+from .pipeline import recover_stale_claim
+from .reconcile import QueryResult, query_outcome
+
+Status = ToolCall.Status
+# After this many failed looks the call waits for a person (the console lists it).
+RECONCILE_MAX_ATTEMPTS = 20
+RECONCILE_CAP_S = 300.0
+
+
+def unknown_calls_due(*, limit: int = 50) -> list[int]:
+    return list(
+        ToolCall.objects.filter(status=Status.UNKNOWN, next_reconcile_at__lte=timezone.now())
+        .order_by("next_reconcile_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def call_reconcile(*, call_pk: int) -> str:
+    """Ask the query tool once more about an unknown call. Safe to run twice at once:
+    the first to move next_reconcile_at owns this look."""
+    now = timezone.now()
+    call = ToolCall.objects.select_related("run").filter(pk=call_pk).first()
+    if call is None or call.status != Status.UNKNOWN or call.next_reconcile_at is None:
+        return "skipped"
+    lease = now + timedelta(seconds=60)
+    if not ToolCall.objects.filter(
+        pk=call.pk, status=Status.UNKNOWN, next_reconcile_at=call.next_reconcile_at
+    ).update(next_reconcile_at=lease):
+        return "skipped"
+    spec = registry.get(call.tool)
+    if spec is None or spec.query is None:
+        ToolCall.objects.filter(pk=call.pk).update(next_reconcile_at=None)
+        return "needs_person"
+
+    outcome, found, rows = query_outcome(spec, call, call.run)
+    query = spec.query.tool
+    with transaction.atomic():
+        Attempt.objects.bulk_create(rows)
+        pending = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN)
+        if outcome is QueryResult.FOUND:
+            pending.update(
+                status=Status.SUCCEEDED, result=found, error_class="", error_reason="",
+                error_message="", feedback=feedback.reconciled(spec.name, query),
+                finished_at=timezone.now(), next_reconcile_at=None,
+            )  # fmt: skip
+            return "succeeded"
+        if outcome is QueryResult.NOT_FOUND:
+            # The write provably did not happen. The agent was told not to retry, so the
+            # worker does not send it behind its back: it says so, and the agent decides.
+            pending.update(
+                status=Status.FAILED, error_class="fatal",
+                error_message=f"{query} found no trace of it: it did not take effect",
+                feedback=feedback.not_applied(spec.name, query),
+                finished_at=timezone.now(), next_reconcile_at=None,
+            )  # fmt: skip
+            return "failed"
+        tries = call.reconcile_attempts + 1
+        delay = min(RECONCILE_CAP_S, 5.0 * 2**tries)
+        pending.update(
+            reconcile_attempts=tries,
+            next_reconcile_at=(
+                timezone.now() + timedelta(seconds=delay)
+                if tries < RECONCILE_MAX_ATTEMPTS
+                else None
+            ),
+        )
+    return "unknown"
+
+
+def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: Any = None) -> bool:
+    """A person settles an unknown outcome. Returns False when it was settled already."""
+    if not note.strip():
+        raise ValueError("a note is required")
+    fields: dict[str, Any] = {
+        "settled_by": by, "settle_note": note.strip(), "finished_at": timezone.now(),
+        "next_reconcile_at": None,
+    }  # fmt: skip
+    if succeeded:
+        fields.update(
+            status=Status.SUCCEEDED, result=result, error_class="", error_reason="",
+            error_message="",
+            feedback=feedback.settled(call.tool, succeeded=True),
+        )  # fmt: skip
+    else:
+        fields.update(
+            status=Status.FAILED, error_class="fatal",
+            error_message=f"settled as failed by a person: {note.strip()[:200]}",
+            feedback=feedback.settled(call.tool, succeeded=False),
+        )  # fmt: skip
+    return ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(**fields) == 1
+
+
+def stale_claim_keys(*, limit: int = 50) -> list[str]:
+    return list(
+        IdempotencyRecord.objects.filter(
+            Q(state=IdempotencyRecord.State.CLAIMED) & Q(lease_until__lt=timezone.now())
+        ).values_list("key", flat=True)[:limit]
+    )
+
+
+def claim_recover(*, key: str) -> str:
+    call = recover_stale_claim(key=key)
+    return "skipped" if call is None else call.status
