@@ -8,6 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from toolops.executor.pipeline import run_check_deadline
 from toolops.models import Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
 
@@ -38,6 +39,7 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
 
 
 def run_out(run: Run) -> dict[str, Any]:
+    run_check_deadline(run)
     calls = list(run.calls.all().order_by("created_at", "pk"))
     for call in calls:
         call.run = run  # spare one query per call in call_out

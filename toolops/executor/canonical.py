@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 import rfc8785
+
+MAX_DIGITS = 200
 
 
 class ArgsError(ValueError):
@@ -92,11 +94,14 @@ def _decimal_string(value: Any, schema: dict[str, Any]) -> Any:
     if number is None:
         return value.strip() if isinstance(value, str) else value
     places = _decimal_places(schema)
-    if places is not None:
-        number = number.quantize(Decimal(1).scaleb(-places))
-        return f"{number:f}"
-    text = f"{number.normalize():f}"
-    return text
+    # Decimal's default context keeps 28 digits: enough to make two long amounts equal.
+    with localcontext(prec=MAX_DIGITS):
+        try:
+            if places is not None:
+                return f"{number.quantize(Decimal(1).scaleb(-places)):f}"
+            return f"{number.normalize():f}"
+        except InvalidOperation:
+            raise ArgsError("args", f"{value!r} has more than {MAX_DIGITS} digits") from None
 
 
 def _decimal_places(schema: dict[str, Any]) -> int | None:

@@ -136,11 +136,6 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
         _end(call, Status.SKIPPED, "fatal", Reason.DEPENDENCY_FAILED, message,
              feedback.dependency_failed(dependency_failures))  # fmt: skip
         return _record_unexecuted(call, tokens)
-    if tokens.over_limit():
-        what = f"max_tokens {run.max_tokens} exceeded"
-        _end(call, Status.FAILED, "fatal", Reason.BUDGET_EXHAUSTED, what,
-             feedback.budget_exhausted(what))  # fmt: skip
-        return _record_unexecuted(call, tokens)
 
     assert prepared.canonical is not None and prepared.args is not None
     from .keys import client_reference, idempotency_key
@@ -153,6 +148,9 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
 
     if spec.is_read:
         # Reads pass through: no claim, and the call row is written once, at the end.
+        if tokens.charge_now():
+            _end_over_tokens(call)
+            return _record_unexecuted(call, tokens)
         execution = _Execution(run=run, call=call, spec=spec, tokens=tokens, fence=None)
         execution.run_attempts()
         return execution.record(insert=True, request=request)
@@ -170,16 +168,31 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
         existing = _by_tool_call_id(run, request)
         return _answer_existing(existing, request, prepared.digest, spec)
     if not won:
+        # A replay: it counts no tokens.
         return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     execution = _Execution(run=run, call=call, spec=spec, tokens=tokens, fence=1)
-    execution.run_attempts()
+    if tokens.charge_now():
+        _end_over_tokens(call)
+    else:
+        execution.run_attempts()
     return execution.record(insert=False, request=request)
 
 
-def _ensure_running(run: Run) -> None:
+def _end_over_tokens(call: ToolCall) -> None:
+    what = f"max_tokens {call.run.max_tokens} exceeded"
+    _end(call, Status.FAILED, "fatal", Reason.BUDGET_EXHAUSTED, what,
+         feedback.budget_exhausted(what))  # fmt: skip
+
+
+def run_check_deadline(run: Run) -> None:
+    """A run past max_seconds is budget_exhausted the moment anyone looks at it."""
     limited = run.status == Run.Status.RUNNING and run.max_seconds is not None
     if limited and run.seconds_used() >= run.max_seconds:
         _exhaust_run(run)
+
+
+def _ensure_running(run: Run) -> None:
+    run_check_deadline(run)
     if run.status != Run.Status.RUNNING:
         raise RunNotRunning(run)
 
@@ -360,13 +373,17 @@ class _Tokens:
         self.run = run
         self.tokens = tokens
         self.pending = tokens
-        if tokens and run.max_tokens is not None:
-            Run.objects.filter(pk=run.pk).update(tokens_used=F("tokens_used") + tokens)
-            run.refresh_from_db(fields=["tokens_used", "attempts_used", "status"])
-            self.pending = 0
 
-    def over_limit(self) -> bool:
-        return self.run.max_tokens is not None and self.run.tokens_used > self.run.max_tokens
+    def charge_now(self) -> bool:
+        """Count the tokens before executing, against a token limit; True when they take
+        the run past it (the call is counted, but not executed)."""
+        run = self.run
+        if not self.pending or run.max_tokens is None:
+            return False
+        Run.objects.filter(pk=run.pk).update(tokens_used=F("tokens_used") + self.pending)
+        run.refresh_from_db(fields=["tokens_used", "attempts_used", "status"])
+        self.pending = 0
+        return run.tokens_used > run.max_tokens
 
 
 def _record_unexecuted(call: ToolCall, tokens: _Tokens) -> CallAnswer:

@@ -1,0 +1,339 @@
+"""Canonical args: model jitter (key order, white space, 199 vs "199.0" vs "199.00") must
+not change the idempotency key, so it must not reach the downstream twice."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests.conftest import Shop
+from toolops.executor.canonical import ArgsError, canonical_json, normalize, parse_args
+from toolops.executor.keys import client_reference, idempotency_key
+from toolops.models import IdempotencyRecord, ToolCall
+
+from .helpers import allow_without_approval, call_ok, start_run
+
+
+def order(**changes: Any) -> dict[str, Any]:
+    return {"sku": "A12", "qty": 1, "amount": "199.00", **changes}
+
+
+ORDER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["sku", "qty", "amount"],
+    "properties": {
+        "sku": {"type": "string"},
+        "qty": {"type": "integer", "minimum": 1},
+        "amount": {"type": "string", "format": "decimal"},
+    },
+}
+
+
+# -- through the API --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variants",
+    [
+        pytest.param(
+            [
+                {"sku": "A12", "qty": 1, "amount": "199.00"},
+                {"amount": "199.00", "qty": 1, "sku": "A12"},
+                {"qty": 1, "amount": "199.00", "sku": "  A12 "},
+            ],
+            id="key-order-and-white-space",
+        ),
+        pytest.param(
+            [
+                {"sku": "A12", "qty": 1, "amount": "199.0"},
+                {"sku": "A12", "qty": 1, "amount": 199},
+                {"sku": "A12", "qty": 1, "amount": "199.00"},
+                {"sku": "A12", "qty": 1, "amount": 199.0},
+                {"sku": "A12", "qty": 1, "amount": " 199 "},
+            ],
+            id="decimal-amount-forms",
+        ),
+        pytest.param(
+            [
+                {"sku": "A12", "qty": 1, "amount": "199.00"},
+                '{"qty": "1", "sku": "A12", "amount": 199.0}',
+            ],
+            id="args-as-json-string-with-quoted-integer",
+        ),
+    ],
+)
+def test_it_sends_one_order_for_args_that_differ_only_in_form(
+    api: APIClient, shop: Shop, variants: list[Any]
+) -> None:
+    allow_without_approval("create_order")
+    start_run(api)
+
+    answers = [call_ok(api, step_index=3, tool="create_order", args=args) for args in variants]
+
+    assert [a["status"] for a in answers] == ["succeeded"] * len(variants)
+    assert len({a["call_id"] for a in answers}) == 1
+    assert [a["replayed"] for a in answers] == [False] + [True] * (len(variants) - 1)
+    assert len({a["result"]["order_id"] for a in answers}) == 1
+    assert len(shop.requests("/orders")) == 1
+    assert shop.state()["counts"]["orders"] == 1
+    assert ToolCall.objects.count() == 1
+    assert IdempotencyRecord.objects.count() == 1
+
+
+def test_it_sends_a_second_order_when_the_amount_really_differs(api: APIClient, shop: Shop) -> None:
+    allow_without_approval("create_order")
+    start_run(api)
+
+    first = call_ok(api, step_index=3, tool="create_order", args=order())
+    other = call_ok(api, step_index=3, tool="create_order", args=order(amount="199.01"))
+
+    assert other["replayed"] is False
+    assert other["call_id"] != first["call_id"]
+    assert len(shop.requests("/orders")) == 2
+    refs = [r["body"]["client_reference"] for r in shop.requests("/orders")]
+    assert refs[0] != refs[1]
+
+
+def test_it_fails_args_that_cannot_be_canonicalised_without_calling_the_downstream(
+    api: APIClient, shop: Shop
+) -> None:
+    allow_without_approval("create_order")
+    start_run(api)
+
+    huge = call_ok(api, step_index=1, tool="create_order", args=order(qty=10**30))
+    nan_text = '{"sku": "A12", "qty": NaN, "amount": "1"}'
+    nan = call_ok(api, step_index=2, tool="create_order", args=nan_text)
+    nan_amount = call_ok(api, step_index=3, tool="create_order", args=order(amount="NaN"))
+
+    for answer in (huge, nan, nan_amount):
+        assert answer["status"] == "failed", answer
+        assert answer["error"]["class"] == "fatal"
+        assert answer["error"]["reason"] == "invalid_args"
+        assert answer["feedback"]
+        assert "Traceback" not in answer["feedback"]
+    assert shop.requests("/orders") == []
+    assert IdempotencyRecord.objects.count() == 0
+
+
+def test_it_sends_long_amounts_exactly_and_keeps_them_apart(api: APIClient, shop: Shop) -> None:
+    allow_without_approval("create_order")
+    start_run(api)
+    long = "12345678901234567890.123456789"
+    neighbour = "12345678901234567890.123456788"
+
+    first = call_ok(api, step_index=1, tool="create_order", args=order(amount=long))
+    second = call_ok(api, step_index=1, tool="create_order", args=order(amount=neighbour))
+
+    assert first["status"] == second["status"] == "succeeded"
+    assert second["replayed"] is False, "a different amount was answered as a replay"
+    sent = [Decimal(str(r["body"]["amount"])) for r in shop.requests("/orders")]
+    assert sent == [Decimal(long), Decimal(neighbour)]
+
+
+def test_it_answers_a_huge_decimal_as_a_tool_outcome_not_a_server_error(
+    api: APIClient, shop: Shop
+) -> None:
+    # quote_total (a Python tool) quantises unit_price to 2 places.
+    start_run(api)
+    api.raise_request_exception = False
+
+    response = api.post(
+        "/api/v1/runs/r-1/calls",
+        {"step_index": 0, "tool": "quote_total", "args": {"unit_price": "1e30", "qty": 1}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["status"] in ("succeeded", "failed")
+    if response.json()["status"] == "failed":
+        assert response.json()["error"]["reason"] == "invalid_args"
+
+
+# -- toolops.executor.canonical ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("amount", ["199", "199.0", "199.00", 199, 199.0, " 199.00 ", "1.99e2"])
+def test_it_puts_decimal_amounts_in_one_form(amount: Any) -> None:
+    assert normalize({"amount": amount}, ORDER_SCHEMA) == {"amount": "199"}
+
+
+def test_it_keeps_decimal_fractions_exact() -> None:
+    assert normalize({"amount": "0.10"}, ORDER_SCHEMA) == {"amount": "0.1"}
+    assert normalize({"amount": 0.1}, ORDER_SCHEMA) == {"amount": "0.1"}
+    assert normalize({"amount": "199.50"}, ORDER_SCHEMA) == normalize(
+        {"amount": 199.5}, ORDER_SCHEMA
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "value", "expected"),
+    [
+        ({"type": "string", "format": "decimal", "x-decimal-places": 2}, "199", "199.00"),
+        ({"type": "string", "format": "decimal", "x-decimal-places": 2}, 199.5, "199.50"),
+        ({"type": "string", "format": "decimal", "x-decimal-places": 2}, "199.000", "199.00"),
+        ({"type": "string", "format": "decimal", "x-decimal-places": 0}, "7.0", "7"),
+        ({"type": "string", "format": "decimal", "multipleOf": 0.01}, "5", "5.00"),
+        ({"type": "string", "format": "decimal", "multipleOf": 0.01}, 5.1, "5.10"),
+        ({"type": "string", "format": "decimal", "multipleOf": 0.5}, "2", "2.0"),
+        ({"type": "string", "format": "decimal", "multipleOf": 1}, "3.0", "3"),
+    ],
+)
+def test_it_quantises_decimals_to_the_schema_precision(
+    schema: dict[str, Any], value: Any, expected: str
+) -> None:
+    root = {"type": "object", "properties": {"price": schema}}
+    assert normalize({"price": value}, root) == {"price": expected}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("2", 2), (" 2 ", 2), (2.0, 2), (2, 2), ("2.0", 2)]
+)
+def test_it_coerces_integer_strings_for_integer_fields(value: Any, expected: int) -> None:
+    normalized = normalize({"qty": value}, ORDER_SCHEMA)
+    assert normalized == {"qty": expected}
+    assert type(normalized["qty"]) is int
+
+
+def test_it_coerces_number_strings_for_number_fields() -> None:
+    schema = {"type": "object", "properties": {"rate": {"type": "number"}}}
+    assert normalize({"rate": "0.25"}, schema) == {"rate": 0.25}
+    assert canonical_json(normalize({"rate": "1.0"}, schema)) == canonical_json({"rate": 1})
+
+
+def test_it_leaves_strings_that_are_not_numbers_for_the_schema_to_judge() -> None:
+    assert normalize({"qty": "two"}, ORDER_SCHEMA) == {"qty": "two"}
+    assert normalize({"amount": "lots"}, ORDER_SCHEMA) == {"amount": "lots"}
+    # A field the schema types as a string is not turned into a number.
+    assert normalize({"sku": " 0012 "}, ORDER_SCHEMA) == {"sku": "0012"}
+
+
+def test_it_strips_strings_in_nested_objects_and_arrays() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "lines": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "qty": {"type": "integer"},
+                        "price": {"type": "string", "format": "decimal"},
+                    },  # fmt: skip
+                },
+            }
+        },
+    }
+    value = {"lines": [{"qty": "2", "price": "9.90", "note": "  gift "}]}
+    assert normalize(value, schema) == {"lines": [{"qty": 2, "price": "9.9", "note": "gift"}]}
+
+
+def test_it_sorts_nested_keys_and_drops_white_space() -> None:
+    value = {"b": {"d": 1, "c": [{"z": 1, "y": "x"}]}, "a": True, "é": None}
+    assert canonical_json(value) == b'{"a":true,"b":{"c":[{"y":"x","z":1}],"d":1},"\xc3\xa9":null}'
+    reordered = {"é": None, "a": True, "b": {"c": [{"y": "x", "z": 1}], "d": 1}}
+    assert canonical_json(reordered) == canonical_json(value)
+
+
+def test_it_gives_each_number_one_representation() -> None:
+    assert canonical_json({"n": 1.0}) == canonical_json({"n": 1}) == b'{"n":1}'
+    assert canonical_json(normalize({"n": 1.0}, None)) == b'{"n":1}'
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"x": math.nan},
+        {"x": math.inf},
+        {"x": -math.inf},
+        {"x": 10**30},
+        {"nested": [{"x": -(2**60)}]},
+    ],
+    ids=["nan", "inf", "-inf", "huge", "nested-huge"],
+)
+def test_it_rejects_values_without_a_canonical_form_as_args_error(value: Any) -> None:
+    with pytest.raises(ArgsError) as caught:
+        canonical_json(normalize(value, None))
+    assert caught.value.message
+    assert caught.value.field == "args"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}', "{not json", "[1, 2]", "3", 7, None],
+)
+def test_it_rejects_args_that_are_not_a_json_object(raw: Any) -> None:
+    with pytest.raises(ArgsError):
+        parse_args(raw)
+
+
+def test_it_parses_args_sent_as_a_json_string() -> None:
+    assert parse_args('{"sku": "A12", "qty": 1}') == {"sku": "A12", "qty": 1}
+    assert parse_args({"sku": "A12"}) == {"sku": "A12"}
+
+
+def test_it_does_not_lose_precision_on_long_decimals() -> None:
+    # 29 significant digits: more than decimal's default context keeps.
+    long = "12345678901234567890.123456789"
+    assert normalize({"amount": long}, ORDER_SCHEMA) == {"amount": long}
+    neighbour = "12345678901234567890.123456788"
+    assert normalize({"amount": neighbour}, ORDER_SCHEMA) != normalize(
+        {"amount": long}, ORDER_SCHEMA
+    )
+
+
+def test_it_quantises_huge_decimals_exactly_or_rejects_them_as_args_error() -> None:
+    price = {"type": "string", "format": "decimal", "x-decimal-places": 2}
+    schema = {"type": "object", "properties": {"price": price}}
+    try:
+        normalized = normalize({"price": "1e30"}, schema)
+    except ArgsError:
+        return  # rejected cleanly
+    assert normalized == {"price": "1" + "0" * 30 + ".00"}
+
+
+# -- toolops.executor.keys -------------------------------------------------------------
+
+
+def _key(
+    run_id: str = "7", step_index: int = 4, tool: str = "create_order", args: Any = None
+) -> str:
+    args = {"sku": "A12", "qty": 1, "amount": "199"} if args is None else args
+    return idempotency_key(
+        run_id=run_id, step_index=step_index, tool=tool, canonical_args=canonical_json(args)
+    )
+
+
+def test_it_makes_the_same_key_for_the_same_call() -> None:
+    assert _key() == _key()
+    assert len(_key()) == 64
+    assert int(_key(), 16) >= 0  # hex
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"run_id": "8"},
+        {"step_index": 5},
+        {"tool": "charge"},
+        {"args": {"sku": "A12", "qty": 2, "amount": "199"}},
+    ],
+    ids=["run", "step", "tool", "args"],
+)
+def test_it_makes_a_different_key_when_run_step_tool_or_args_differ(other: dict[str, Any]) -> None:
+    assert _key(**other) != _key()
+
+
+def test_it_keeps_the_parts_of_the_key_apart() -> None:
+    # "1" + "23" must not collide with "12" + "3" once the parts are joined.
+    assert _key(run_id="1", step_index=23) != _key(run_id="12", step_index=3)
+
+
+def test_it_derives_the_client_reference_from_the_key() -> None:
+    key = _key()
+    assert client_reference(key) == client_reference(key)
+    assert client_reference(key) != client_reference(_key(step_index=5))
+    assert 0 < len(client_reference(key)) <= 64
