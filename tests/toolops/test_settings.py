@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLOPS_TOOLS")}
+    # What a deployment would have: none of the test run's own switches.
+    dropped = ("TOOLOPS_TOOLS", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     full_env.update(env)
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=full_env,
