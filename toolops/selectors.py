@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from django.db.models import OuterRef, Subquery
+from django.db import connection
 from django.http import Http404
 
 from toolops.models import Agent, Run, ToolCall
+from toolops.rows import RowLoader
 
 ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -24,14 +25,32 @@ def run_get_for_agent(*, agent: Agent, run_id: str, tool_call_id: str | None = N
     With `tool_call_id`, the same query also says whether the run already has a call
     with that id (`run.existing_call_pk`): one statement fewer on every call."""
     check_id(run_id, "run")
-    runs = Run.objects.for_agent(agent)
     if tool_call_id is not None:
-        existing = ToolCall.objects.filter(run=OuterRef("pk"), tool_call_id=tool_call_id)
-        runs = runs.annotate(existing_call_pk=Subquery(existing.values("pk")[:1]))
+        return _run_with_existing_call(agent, run_id, tool_call_id)
     try:
-        return runs.get(run_id=run_id)
+        return Run.objects.for_agent(agent).get(run_id=run_id)
     except Run.DoesNotExist:
         raise Http404("no such run") from None
+
+
+_runs = RowLoader(Run)
+
+
+def _run_with_existing_call(agent: Agent, run_id: str, tool_call_id: str) -> Run:
+    # On every call: hand-written, since compiling this query costs more than running it.
+    sql = (
+        f"SELECT {_runs.columns('r')}, (SELECT c.id FROM toolops_toolcall c "
+        "WHERE c.run_id = r.id AND c.tool_call_id = %s) "
+        "FROM toolops_run r WHERE r.agent_id = %s AND r.run_id = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [tool_call_id, agent.pk, run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Http404("no such run")
+    run = _runs.load(row)
+    run.existing_call_pk = row[-1]
+    return run
 
 
 def call_get_for_agent(*, agent: Agent, call_id: str) -> ToolCall:

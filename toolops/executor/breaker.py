@@ -9,16 +9,17 @@ on its failure. Times are the database's, like the claims' leases."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
-from django.db.models import BooleanField, Count, DurationField, ExpressionWrapper, Q, Value
+from django.db.models import Count, DurationField, Q, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from toolops.models import Attempt, CircuitBreaker
 from toolops.tools.spec import ToolSpec
 
+from . import claims
 from .classify import Failure, Outcome
 
 State = CircuitBreaker.State
@@ -49,23 +50,22 @@ def health_of(outcome: Outcome) -> str:
 
 
 def admit(spec: ToolSpec) -> Admission:
-    row = (
-        CircuitBreaker.objects.filter(tool=spec.name)
-        .annotate(
-            due=ExpressionWrapper(Q(open_until__lte=Now()), output_field=BooleanField()),
-            probe_lapsed=ExpressionWrapper(Q(probe_until__lt=Now()), output_field=BooleanField()),
-        )
-        .values(
-            "state",
-            "consecutive_failures",
-            "open_until",
-            "probe_until",
-            "forced",
-            "due",
-            "probe_lapsed",
-        )  # fmt: skip
-        .first()
+    # Read on every attempt: hand-written, since compiling it costs more than running it.
+    sql = (
+        "SELECT state, consecutive_failures, open_until, probe_until, forced, "
+        f"open_until <= {claims.now_sql()}, probe_until < {claims.now_sql()} "
+        "FROM toolops_circuitbreaker WHERE tool = %s"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [spec.name])
+        found = cursor.fetchone()
+    row = None
+    if found is not None:
+        keys = ("state", "consecutive_failures", "open_until", "probe_until", "forced", "due",
+                "probe_lapsed")  # fmt: skip
+        row = dict(zip(keys, found, strict=True))
+        row["open_until"] = _as_datetime(row["open_until"])
+        row["probe_until"] = _as_datetime(row["probe_until"])
     if row is None or (row["state"] == State.CLOSED):
         return Admission(allowed=True, dirty=bool(row and row["consecutive_failures"]))
     if row["forced"]:
@@ -177,6 +177,18 @@ def availability() -> dict[str, datetime | None]:
     )
     return {r["tool"]: r["open_until"] if r["state"] == State.OPEN else r["probe_until"]
             for r in rows}  # fmt: skip
+
+
+def _as_datetime(value: object) -> datetime | None:
+    # SQLite hands back text; PostgreSQL a datetime.
+    if value is None or isinstance(value, datetime):
+        return value
+    from django.utils.dateparse import parse_datetime
+
+    parsed = parse_datetime(str(value))
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
 
 
 def _probe_lease(spec: ToolSpec) -> float:

@@ -11,7 +11,8 @@ from django.db import connection
 TABLE = "toolops_idempotencyrecord"
 
 
-def _now() -> str:
+def now_sql() -> str:
+    """The database's clock, as SQL to put in a hand-written statement."""
     if connection.vendor == "postgresql":
         return "statement_timestamp()"
     return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
@@ -29,7 +30,7 @@ def claim(*, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float) -
     plus, param = _now_plus()
     sql = (
         f'INSERT INTO {TABLE} ("key", call_ref, tool, state, fence, lease_until, created_at, '
-        f"expires_at) VALUES (%s, %s, %s, 'claimed', 1, {plus}, {_now()}, {plus}) "
+        f"expires_at) VALUES (%s, %s, %s, 'claimed', 1, {plus}, {now_sql()}, {plus}) "
         'ON CONFLICT ("key") DO NOTHING RETURNING id'
     )
     with connection.cursor() as cursor:
@@ -46,7 +47,7 @@ class ClaimState:
 
 
 def peek(*, key: str) -> ClaimState | None:
-    sql = f'SELECT state, fence, call_ref, lease_until < {_now()} FROM {TABLE} WHERE "key" = %s'
+    sql = f'SELECT state, fence, call_ref, lease_until < {now_sql()} FROM {TABLE} WHERE "key" = %s'
     with connection.cursor() as cursor:
         cursor.execute(sql, [key])
         row = cursor.fetchone()
@@ -61,7 +62,7 @@ def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:
     plus, param = _now_plus()
     sql = (
         f"UPDATE {TABLE} SET fence = fence + 1, lease_until = {plus} "
-        f"WHERE \"key\" = %s AND state = 'claimed' AND fence = %s AND lease_until < {_now()} "
+        f"WHERE \"key\" = %s AND state = 'claimed' AND fence = %s AND lease_until < {now_sql()} "
         "RETURNING fence"
     )
     with connection.cursor() as cursor:
@@ -85,7 +86,7 @@ def renew(*, key: str, fence: int, lease_s: float) -> bool:
 def record(*, key: str, fence: int) -> bool:
     """Mark the claim recorded — only while we still hold it (the fencing token)."""
     sql = (
-        f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {_now()} "
+        f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {now_sql()} "
         "WHERE \"key\" = %s AND state = 'claimed' AND fence = %s"
     )
     with connection.cursor() as cursor:
