@@ -14,4 +14,9 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("tools/", views.tool_list, name="tools"),
     path("tools/<str:name>/policy/", views.tool_policy_edit, name="tool-policy"),
+    path("unknown/", views.unknown_list, name="unknown"),
+    path("unknown/<int:pk>/settle/", views.unknown_settle, name="unknown-settle"),
+    path("health/", views.tool_health, name="health"),
+    path("health/<str:name>/force-open/", views.breaker_force_open, name="breaker-force-open"),
+    path("health/<str:name>/reset/", views.breaker_reset, name="breaker-reset"),
 ]

@@ -1,10 +1,13 @@
-"""Console forms: the runs filter and the tool policy editor."""
+"""Console forms: the runs filter, the tool policy editor, settling an unknown outcome and
+holding a circuit breaker open."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
+from jsonschema import Draft202012Validator
 
 from toolops.models import Agent, Run, ToolPolicy
 from toolops.tools.registry import POLICY_FIELDS
@@ -151,3 +154,96 @@ class ToolPolicyForm(forms.ModelForm):
 
 def _shown(value: Any) -> str:
     return "default" if value is None else str(value)
+
+
+# -- unknown outcomes ---------------------------------------------------------------------
+
+TOOK_EFFECT = "took_effect"
+NO_EFFECT = "no_effect"
+MAX_NOTE = 2000
+MAX_RESULT = 100_000  # characters of JSON
+
+
+class SettleUnknownForm(forms.Form):
+    """A person's verdict on a call whose outcome ToolOps could not learn."""
+
+    outcome = forms.ChoiceField(
+        choices=[(TOOK_EFFECT, "Did take effect"), (NO_EFFECT, "Did not take effect")],
+        widget=forms.RadioSelect,
+        label="What happened downstream",
+    )
+    note = forms.CharField(
+        max_length=MAX_NOTE,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Note",
+        help_text="How you know: where you looked and what you found. Shown in the audit log.",
+    )
+    result = forms.CharField(
+        required=False,
+        max_length=MAX_RESULT,
+        strip=True,
+        widget=forms.Textarea(attrs={"rows": 5, "spellcheck": "false"}),
+        label="Result (JSON, optional)",
+        help_text="Only when it did take effect: what the tool returned, as the agent will see it.",
+    )
+
+    def __init__(self, *args: Any, spec: ToolSpec | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spec = spec
+
+    @property
+    def succeeded(self) -> bool:
+        return self.cleaned_data["outcome"] == TOOK_EFFECT
+
+    def clean_result(self) -> Any:
+        text = self.cleaned_data["result"]
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Enter valid JSON: {exc}.") from None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        result = data.get("result")
+        if result is None or "outcome" not in data:
+            return data
+        if data["outcome"] != TOOK_EFFECT:
+            self.add_error("result", "A result goes only with “did take effect”.")
+        elif self.spec is not None and self.spec.result_schema is not None:
+            # The agent and dependent calls build on this result as on any other.
+            error = next(Draft202012Validator(self.spec.result_schema).iter_errors(result), None)
+            if error is not None:
+                where = ".".join(str(p) for p in error.absolute_path)
+                self.add_error(
+                    "result",
+                    f"The result does not match {self.spec.name}’s result schema: "
+                    f"{where + ': ' if where else ''}{error.message}",
+                )
+        return data
+
+    def describe(self) -> str:
+        """The audit log's message."""
+        verdict = "did take effect" if self.succeeded else "did not take effect"
+        extra = " (with a result)" if self.cleaned_data.get("result") is not None else ""
+        note = self.cleaned_data["note"]
+        return f"Settled the unknown outcome by hand: {verdict}{extra}. Note: {note}"
+
+
+# -- circuit breakers ---------------------------------------------------------------------
+
+MAX_FORCE_MINUTES = 24 * 60
+
+
+class BreakerForceOpenForm(forms.Form):
+    """Hold a tool's breaker open: every call to it ends at once as unavailable."""
+
+    minutes = forms.IntegerField(
+        min_value=1, max_value=MAX_FORCE_MINUTES, initial=30, label="Minutes",
+        widget=forms.NumberInput(attrs={"size": 5}),
+    )  # fmt: skip
+    reason = forms.CharField(
+        max_length=200, label="Reason",
+        widget=forms.TextInput(attrs={"placeholder": "why"}),
+    )  # fmt: skip

@@ -45,6 +45,15 @@ def can_edit_policies(user: User) -> bool:
     return _is_superuser(user) or OPERATORS in group_names(user)
 
 
+def can_settle_unknown(user: User) -> bool:
+    """Settling an unknown outcome by hand tells the agent what happened: operators only."""
+    return _is_superuser(user) or OPERATORS in group_names(user)
+
+
+def can_control_breakers(user: User) -> bool:
+    return _is_superuser(user) or OPERATORS in group_names(user)
+
+
 def role_label(user: User) -> str:
     """The badge next to the user name: 'superuser', or the console groups."""
     if _is_superuser(user):
@@ -67,3 +76,13 @@ def console_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
 def require_policy_editor(user: User) -> None:
     if not can_edit_policies(user):
         raise PermissionDenied("Only operators may change tool policies.")
+
+
+def require_unknown_settler(user: User) -> None:
+    if not can_settle_unknown(user):
+        raise PermissionDenied("Only operators may settle unknown outcomes.")
+
+
+def require_breaker_operator(user: User) -> None:
+    if not can_control_breakers(user):
+        raise PermissionDenied("Only operators may open or reset circuit breakers.")

@@ -1,28 +1,37 @@
-"""The console: runs, run detail, tools and their policies."""
+"""The console: runs, run detail, tools and their policies, unknown outcomes, tool health
+and circuit breakers."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.core.paginator import Paginator
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Prefetch, Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Aggregate, Count, FloatField, Prefetch, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from toolops.forms import RunFilterForm, ToolPolicyForm
-from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall, ToolPolicy
+from toolops.executor import breaker
+from toolops.executor.settle import RECONCILE_MAX_ATTEMPTS, call_settle
+from toolops.forms import BreakerForceOpenForm, RunFilterForm, SettleUnknownForm, ToolPolicyForm
+from toolops.models import Attempt, CircuitBreaker, IdempotencyRecord, Run, ToolCall, ToolPolicy
 from toolops.permissions import (
+    can_control_breakers,
     can_edit_policies,
+    can_settle_unknown,
     console_required,
+    require_breaker_operator,
     require_policy_editor,
+    require_unknown_settler,
     role_label,
 )
 from toolops.summary import last_succeeded, run_summary
@@ -55,6 +64,8 @@ def _page_context(request: HttpRequest, nav: str, **ctx: Any) -> dict[str, Any]:
         "nav": nav,
         "role": role_label(request.user),
         "can_edit_policies": can_edit_policies(request.user),
+        # The nav badge: cases only a person can close. One COUNT on (status, created_at).
+        "unknown_count": ToolCall.objects.filter(status=ToolCall.Status.UNKNOWN).count(),
         **ctx,
     }
 
@@ -145,7 +156,11 @@ class BudgetLine:
 
 
 def _run_context(run: Run) -> dict[str, Any]:
-    calls = list(run.calls.order_by("created_at", "pk").prefetch_related("attempt_rows"))
+    calls = list(
+        run.calls.order_by("created_at", "pk")
+        .select_related("settled_by")
+        .prefetch_related("attempt_rows")
+    )
     # One query for every call's record. `key` is unique and indexed (call_ref is not);
     # a record belongs to the call its call_ref names.
     keys = [c.idempotency_key for c in calls if c.idempotency_key]
@@ -193,6 +208,7 @@ def _stopping_call(rows: list[CallRow]) -> CallRow | None:
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = _get_run_for_console(pk)
     ctx = _run_context(run)
+    ctx["can_settle"] = can_settle_unknown(request.user)
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "console/run_detail.html#run-body", ctx)
     return render(request, "console/run_detail.html", _page_context(request, "runs", **ctx))
@@ -328,3 +344,309 @@ def tool_policy_edit(request: HtmxHttpRequest, name: str) -> HttpResponse:
         form = ToolPolicyForm(instance=policy, spec=spec)
     ctx = _page_context(request, "tools", spec=spec, policy=policy, form=form)
     return render(request, "console/tool_policy.html", ctx)
+
+
+def _catalog() -> dict[str, ToolSpec]:
+    """The catalog's tools, or none when it cannot be loaded (the tools page says why)."""
+    try:
+        return registry.load()
+    except CatalogError:
+        return {}
+
+
+# -- unknown outcomes ---------------------------------------------------------------------
+
+# Oldest first. More than this many at once is an incident, not a queue to page through.
+UNKNOWN_LIMIT = 200
+
+
+@dataclass
+class UnknownRow:
+    call: ToolCall
+    # The tool that asks the downstream what became of the call; None: only a person can.
+    query_tool: str | None
+    in_catalog: bool
+
+
+def _query_tool(spec: ToolSpec | None) -> str | None:
+    return spec.query.tool if spec is not None and spec.query is not None else None
+
+
+@require_GET
+@console_required
+def unknown_list(request: HtmxHttpRequest) -> HttpResponse:
+    catalog = _catalog()
+    calls = (
+        ToolCall.objects.filter(status=ToolCall.Status.UNKNOWN)
+        .select_related("run__agent")
+        .defer("args", "result")  # possibly large, and not shown here
+        .order_by("created_at", "pk")[:UNKNOWN_LIMIT]
+    )
+    rows = [
+        UnknownRow(call, _query_tool(catalog.get(call.tool)), in_catalog=call.tool in catalog)
+        for call in calls
+    ]
+    ctx = _page_context(
+        request,
+        "unknown",
+        rows=rows,
+        limit=UNKNOWN_LIMIT,
+        now=timezone.now(),
+        max_looks=RECONCILE_MAX_ATTEMPTS,
+        can_settle=can_settle_unknown(request.user),
+    )
+    return render(request, "console/unknown.html", ctx)
+
+
+def _get_call_for_console(pk: int) -> ToolCall:
+    """Every console user may read every call; a missing one → 404."""
+    return get_object_or_404(ToolCall.objects.select_related("run__agent", "settled_by"), pk=pk)
+
+
+def call_settle_audited(*, call: ToolCall, form: SettleUnknownForm, by: AbstractBaseUser) -> bool:
+    """Settle an unknown outcome through the executor and audit it in Django admin's log,
+    together. False, with nothing written, when a person or the worker settled it first."""
+    with transaction.atomic():
+        settled = call_settle(
+            call=call,
+            by=by,
+            succeeded=form.succeeded,
+            note=form.cleaned_data["note"],
+            result=form.cleaned_data["result"],
+        )
+        if settled:
+            LogEntry.objects.log_actions(
+                user_id=by.pk,
+                queryset=[call],  # type: ignore[arg-type]
+                action_flag=CHANGE,
+                change_message=form.describe(),
+                single_object=True,
+            )
+    return settled
+
+
+@require_http_methods(["GET", "POST"])
+@console_required
+def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    require_unknown_settler(request.user)
+    call = _get_call_for_console(pk)
+    spec = _catalog().get(call.tool)
+    if request.method == "POST":
+        form = SettleUnknownForm(request.POST, spec=spec)
+        if form.is_valid():
+            label = f"{call.tool} ({call.tool_call_id})"
+            if call_settle_audited(call=call, form=form, by=request.user):  # type: ignore[arg-type]
+                verdict = "did take effect" if form.succeeded else "did not take effect"
+                messages.success(request, f"Settled {label}: {verdict}. The agent is told so.")
+            else:
+                messages.warning(
+                    request,
+                    f"{label} was already settled (by someone else or by the worker); "
+                    "nothing was changed.",
+                )
+            return redirect("console:unknown")
+    else:
+        form = SettleUnknownForm(spec=spec)
+    ctx = _page_context(
+        request,
+        "unknown",
+        call=call,
+        form=form,
+        query_tool=_query_tool(spec),
+        in_catalog=spec is not None,
+        # What a person searches the downstream's logs for.
+        traced=[a for a in call.attempt_rows.all() if a.downstream_request_id],
+        args_json=_pretty(call.args),
+        max_looks=RECONCILE_MAX_ATTEMPTS,
+    )
+    return render(request, "console/unknown_settle.html", ctx)
+
+
+# -- tool health and circuit breakers ------------------------------------------------------
+
+
+class Median(Aggregate):
+    """PostgreSQL's ordered-set aggregate for the 50th percentile."""
+
+    function = "PERCENTILE_CONT"
+    name = "Median"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+@dataclass
+class HealthRow:
+    spec: ToolSpec
+    breaker: CircuitBreaker | None
+    # Attempts in the breaker's window that say something about the tool (not neutral).
+    counted: int
+    failed: int
+    p50_ms: float | None
+    form: BreakerForceOpenForm
+    now: datetime
+
+    @property
+    def state(self) -> str:
+        return self.breaker.state if self.breaker else CircuitBreaker.State.CLOSED
+
+    @property
+    def rate(self) -> float | None:
+        return self.failed / self.counted if self.counted else None
+
+    @property
+    def rate_over_threshold(self) -> bool:
+        """What the breaker would trip on (a rate at or over the threshold, enough calls)."""
+        config = self.spec.breaker
+        rate = self.rate
+        return rate is not None and self.counted >= config.min_calls and rate >= config.failure_rate
+
+    @property
+    def open_until_passed(self) -> bool:
+        until = self.breaker.open_until if self.breaker else None
+        return until is not None and until <= self.now
+
+
+def _window_counts(specs: list[ToolSpec], now: datetime) -> dict[str, dict[str, Any]]:
+    """Each tool's attempts over its own breaker window, in ONE grouped query: the same
+    counts the breaker trips on (breaker._window_rate), for every tool at once."""
+    windows: dict[float, list[str]] = {}
+    for spec in specs:
+        windows.setdefault(spec.breaker.window_s, []).append(spec.name)
+    if not windows:
+        return {}
+    # One (tool IN …, started_at ≥ …) term per distinct window; (tool, started_at) is indexed.
+    where = Q()
+    for window_s, names in windows.items():
+        where |= Q(tool__in=names, started_at__gte=now - timedelta(seconds=window_s))
+    aggregates: dict[str, Any] = {
+        "counted": Count("pk", filter=~Q(health=Attempt.Health.NEUTRAL)),
+        "failed": Count("pk", filter=Q(health=Attempt.Health.FAILURE)),
+    }
+    if connection.vendor == "postgresql":  # SQLite has no percentile; the page shows "—"
+        aggregates["p50_ms"] = Median("duration_ms")
+    rows = Attempt.objects.filter(where).order_by().values("tool").annotate(**aggregates)
+    return {row["tool"]: row for row in rows}
+
+
+def _health_rows(bound: BreakerForceOpenForm | None = None) -> list[HealthRow]:
+    """Every tool in the catalog (internal ones too), public first. `bound`: a force-open
+    form that failed validation, shown again on its own tool's row."""
+    specs = sorted(registry.load().values(), key=lambda s: (s.internal, s.name))
+    now = timezone.now()
+    breakers = {b.tool: b for b in CircuitBreaker.objects.all()}
+    counts = _window_counts(specs, now)
+    rows = []
+    for spec in specs:
+        row = counts.get(spec.name, {})
+        form = bound if bound is not None and bound.prefix == spec.name else None
+        rows.append(
+            HealthRow(
+                spec=spec,
+                breaker=breakers.get(spec.name),
+                counted=row.get("counted", 0),
+                failed=row.get("failed", 0),
+                p50_ms=row.get("p50_ms"),
+                form=form or BreakerForceOpenForm(prefix=spec.name),
+                now=now,
+            )
+        )
+    return rows
+
+
+def _health_page(
+    request: HtmxHttpRequest, bound: BreakerForceOpenForm | None = None
+) -> HttpResponse:
+    try:
+        rows, catalog_error = _health_rows(bound), ""
+    except CatalogError as exc:
+        rows, catalog_error = [], str(exc)
+    ctx = _page_context(
+        request,
+        "health",
+        rows=rows,
+        catalog_error=catalog_error,
+        can_control=can_control_breakers(request.user),
+        bound=bound,
+    )
+    return render(request, "console/health.html", ctx)
+
+
+@require_GET
+@console_required
+def tool_health(request: HtmxHttpRequest) -> HttpResponse:
+    return _health_page(request)
+
+
+def breaker_force_open_audited(
+    *, tool: str, minutes: int, reason: str, by: AbstractBaseUser
+) -> CircuitBreaker:
+    """Hold the breaker open through the executor and audit it, together."""
+    with transaction.atomic():
+        # force_open creates the row when the breaker never tripped.
+        breaker.force_open(tool=tool, seconds=minutes * 60, reason=reason)
+        row = CircuitBreaker.objects.get(tool=tool)
+        LogEntry.objects.log_actions(
+            user_id=by.pk,
+            queryset=[row],  # type: ignore[arg-type]
+            action_flag=CHANGE,
+            change_message=f"Forced open for {minutes} min. Reason: {reason}",
+            single_object=True,
+        )
+    return row
+
+
+def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker | None:
+    """Close the breaker through the executor and audit it, together. None: no row, so the
+    breaker never tripped or counted a failure and there is nothing to reset."""
+    with transaction.atomic():
+        # Locked, so the audit's "before" is what the reset replaced.
+        row = CircuitBreaker.objects.select_for_update().filter(tool=tool).first()
+        if row is None:
+            return None
+        before = f"{row.state}{' (forced)' if row.forced else ''}"
+        failures = row.consecutive_failures
+        breaker.reset(tool=tool)
+        LogEntry.objects.log_actions(
+            user_id=by.pk,
+            queryset=[row],  # type: ignore[arg-type]
+            action_flag=CHANGE,
+            change_message=f"Reset: {before} → closed; consecutive failures {failures} → 0.",
+            single_object=True,
+        )
+    return row
+
+
+@require_POST
+@console_required
+def breaker_force_open(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    require_breaker_operator(request.user)
+    spec = _get_catalog_tool(name)
+    form = BreakerForceOpenForm(request.POST, prefix=spec.name)
+    if not form.is_valid():
+        return _health_page(request, bound=form)
+    minutes = form.cleaned_data["minutes"]
+    row = breaker_force_open_audited(
+        tool=spec.name,
+        minutes=minutes,
+        reason=form.cleaned_data["reason"],
+        by=request.user,  # type: ignore[arg-type]
+    )
+    until = f"{timezone.localtime(row.open_until):%Y-%m-%d %H:%M}" if row.open_until else "?"
+    messages.success(
+        request,
+        f"Breaker for {spec.name} held open for {minutes} min (until {until} UTC): every call "
+        "to it ends at once as temporarily unavailable.",
+    )
+    return redirect("console:health")
+
+
+@require_POST
+@console_required
+def breaker_reset(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    require_breaker_operator(request.user)
+    spec = _get_catalog_tool(name)
+    if breaker_reset_audited(tool=spec.name, by=request.user) is None:  # type: ignore[arg-type]
+        messages.info(request, f"The breaker for {spec.name} never tripped: nothing to reset.")
+    else:
+        messages.success(request, f"Breaker for {spec.name} reset: closed, failure count cleared.")
+    return redirect("console:health")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,14 +14,73 @@ from django.test import Client
 from django.utils import timezone
 
 from toolops.models import Agent, Attempt, IdempotencyRecord, Run, ToolCall
+from toolops.tools import registry
 
 PASSWORD = "console-test-pw"
+
+# The unknown-outcomes and tool-health tests' own catalog: a write with a query tool, an
+# irreversible one without, and a read with a short breaker window. Nothing is called.
+CONSOLE_CATALOG = """
+[[tool]]
+name = "create_order"
+kind = "compensable_write"
+description = "Create an order."
+url = "http://127.0.0.1:9/orders"
+params_schema = { type = "object" }
+client_reference = "client_reference"
+query = "query_order"
+compensation = { tool = "cancel_order", args = { order_id = "$.result.order_id" } }
+result_schema = { type = "object", required = ["order_id"], properties.order_id.type = "string" }
+
+[[tool]]
+name = "query_order"
+kind = "read"
+internal = true
+description = "Find an order by its client reference."
+url = "http://127.0.0.1:9/orders/lookup"
+params_schema = { type = "object" }
+
+[[tool]]
+name = "cancel_order"
+kind = "idempotent_write"
+internal = true
+description = "Cancel an order."
+url = "http://127.0.0.1:9/orders/cancel"
+params_schema = { type = "object" }
+
+[[tool]]
+name = "send_notification"
+kind = "irreversible"
+description = "Send a message to the customer."
+url = "http://127.0.0.1:9/notify"
+params_schema = { type = "object" }
+
+[[tool]]
+name = "flaky_warehouse"
+kind = "read"
+description = "A read with a short breaker window."
+url = "http://127.0.0.1:9/flaky"
+params_schema = { type = "object" }
+breaker = { window_s = 10, min_calls = 2, failure_rate = 0.5, consecutive_failures = 3 }
+"""
 
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings: Any) -> None:
     # The default hasher spends ~0.5 s per user on purpose; tests need no such cost.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def console_catalog(settings: Any, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """CONSOLE_CATALOG as this test's tool catalog (the registry's view of it)."""
+    path = tmp_path / "console-catalog.toml"
+    path.write_text(CONSOLE_CATALOG)
+    settings.TOOLOPS_TOOLS_FILE = str(path)
+    settings.TOOLOPS_POLICY_CACHE_S = 0
+    registry.reset()
+    yield registry.load()
+    registry.reset()
 
 
 def make_user(django_user_model: Any, username: str, *groups: str, **extra: Any) -> Any:

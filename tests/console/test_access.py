@@ -7,11 +7,19 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from toolops.permissions import can_edit_policies, can_view_console
+from toolops.permissions import (
+    can_control_breakers,
+    can_edit_policies,
+    can_settle_unknown,
+    can_view_console,
+)
 
 from .conftest import PASSWORD, logged_in, make_user
 
-CONSOLE_PAGES = ["/console/", "/console/runs/1/", "/console/tools/", "/console/tools/x/policy/"]
+CONSOLE_PAGES = [
+    "/console/", "/console/runs/1/", "/console/tools/", "/console/tools/x/policy/",
+    "/console/unknown/", "/console/unknown/1/settle/", "/console/health/",
+]  # fmt: skip
 
 
 @pytest.mark.django_db
@@ -119,6 +127,11 @@ def test_it_answers_the_permission_helpers(
     assert [can_edit_policies(u) for u in (operator, reviewer, support, outsider, superuser)] == [
         True, False, False, False, True,
     ]  # fmt: skip
+    for helper in (can_settle_unknown, can_control_breakers):
+        assert [helper(u) for u in (operator, reviewer, support, outsider, superuser)] == [
+            True, False, False, False, True,
+        ]  # fmt: skip
     outsider.is_active = False
     superuser.is_active = False
     assert not can_view_console(superuser)
+    assert not can_settle_unknown(superuser) and not can_control_breakers(superuser)

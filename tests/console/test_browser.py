@@ -1,5 +1,6 @@
 """The console in a real browser (Chromium through Playwright): log in, find a run by a
-tool_call_id, open it, read its calls and attempts, and watch it refresh while running."""
+tool_call_id, open it, read its calls and attempts, and watch it refresh while running;
+settle an unknown outcome, and force a circuit breaker open and reset it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
 # For a person to look at the page after a run; never compared or committed.
-SCREENSHOT = Path(tempfile.gettempdir()) / "run_detail.png"
+SHOTS = Path(tempfile.gettempdir())
+SCREENSHOT = SHOTS / "run_detail.png"
 
 
 @pytest.fixture
@@ -129,3 +132,124 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
 
     # Nothing was fetched from anywhere but the console itself: it works offline.
     assert sent and all(url.startswith(live_server.url) for url in sent), sent
+
+
+def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
+    live_server: Any, transactional_db: None, django_user_model: Any,
+    agent_a: Any, console_catalog: Any, browser_page: Any,
+) -> None:  # fmt: skip
+    from django.contrib.admin.models import LogEntry
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    from toolops.models import CircuitBreaker, ToolCall
+
+    operator = make_user(django_user_model, "olga", "operators")
+    now = timezone.now()
+    run = make_run(agent_a[0], "r-unknown")
+    lost = make_call(
+        run, "tc-lost-order", 0, "create_order", "unknown", error_class="unknown",
+        error_reason="timeout", error_message="orders service timed out after 2 attempts",
+        client_reference="ref-77", reconcile_attempts=20, created_at=now - timedelta(minutes=42),
+    )  # fmt: skip
+    make_attempt(lost, 1, outcome="unknown", reason="timeout", tool="create_order",
+                 health="failure", downstream_request_id="req-o-1")  # fmt: skip
+    make_call(
+        run, "tc-notify", 1, "send_notification", "unknown", error_class="unknown",
+        error_reason="downstream_error", error_message="502 Bad Gateway",
+        created_at=now - timedelta(minutes=7),
+    )  # fmt: skip
+    # Some history for the health page: flaky_warehouse failing over its 10 s window.
+    lookup = make_call(run, "tc-lookup", 2, "flaky_warehouse", "failed", error_reason="timeout")
+    for number, health in enumerate(["failure", "failure", "success"], start=1):
+        make_attempt(lookup, number, tool="flaky_warehouse", health=health, outcome="retry",
+                     duration_ms=30.0 * number)  # fmt: skip
+    CircuitBreaker.objects.create(
+        tool="flaky_warehouse", state="open", consecutive_failures=3, opened_at=now,
+        open_until=now + timedelta(seconds=60), reason="3 consecutive failures",
+    )  # fmt: skip
+
+    page = browser_page
+    page.goto(f"{live_server.url}/console/unknown/")
+    page.get_by_label("User name").fill("olga")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+
+    # The list: oldest first, with the count in the navigation.
+    expect(page.get_by_role("heading", name="Unknown outcomes")).to_be_visible()
+    expect(page.locator(".topbar .badge.count")).to_have_text("2")
+    rows = page.locator("table.unknown tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("tc-lost-order")
+    expect(rows.first).to_contain_text("needs a person")
+    expect(rows.first).to_contain_text("query_order")
+    expect(rows.nth(1)).to_contain_text("no query tool")
+    page.screenshot(path=SHOTS / "unknown_outcomes.png", full_page=True)
+
+    rows.first.get_by_role("link", name="Settle…").click()
+    expect(page.get_by_role("heading", name=re.compile("Settle create_order"))).to_be_visible()
+    expect(page.locator("dl.facts")).to_contain_text("req-o-1")
+    # A typo in the result JSON: the form says so and nothing is settled.
+    page.get_by_label("Did take effect", exact=True).check()
+    page.get_by_label("Note").fill("Order o-77 is in the shop admin under ref-77.")
+    page.get_by_label("Result (JSON, optional)").fill('{"order_id": "o-77"')
+    page.get_by_role("button", name="Settle").click()
+    expect(page.locator(".field-error")).to_contain_text("Enter valid JSON")
+    assert ToolCall.objects.get(pk=lost.pk).status == "unknown"
+    page.get_by_label("Result (JSON, optional)").fill('{"order_id": "o-77"}')
+    page.screenshot(path=SHOTS / "unknown_settle.png", full_page=True)
+    page.get_by_role("button", name="Settle").click()
+
+    # Back on the list: settled, gone from it, and the badge counts one.
+    expect(page.locator(".messages")).to_contain_text("Settled create_order (tc-lost-order)")
+    expect(rows).to_have_count(1)
+    expect(page.locator("table.unknown")).not_to_contain_text("tc-lost-order")
+    expect(page.locator(".topbar .badge.count")).to_have_text("1")
+    lost.refresh_from_db()
+    assert (lost.status, lost.settled_by, lost.result) == (
+        "succeeded",
+        operator,
+        {"order_id": "o-77"},
+    )
+    assert LogEntry.objects.filter(object_id=str(lost.pk), user=operator).count() == 1
+    # The run page says who settled it and why.
+    rows.first.get_by_role("link", name="r-unknown").click()
+    settled = page.locator("#call-tc-lost-order")
+    expect(settled).to_contain_text("Settled by hand by olga")
+    expect(settled).to_contain_text("Order o-77 is in the shop admin under ref-77.")
+    expect(settled.locator(".badge.s-succeeded")).to_be_visible()
+    settled.scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "run_detail_settled.png")
+
+    # Tool health: force a breaker open, then reset it.
+    page.get_by_role("link", name="Tool health").click()
+    expect(page.get_by_role("heading", name="Tool health")).to_be_visible()
+    flaky = page.locator("#health-flaky_warehouse")
+    expect(flaky.locator(".badge.b-open")).to_be_visible()
+    expect(flaky).to_contain_text("2 / 3")
+    order = page.locator("#health-create_order")
+    expect(order.locator(".badge.b-closed")).to_be_visible()
+    # Out of range: the row says so and nothing changes.
+    order.get_by_label("Minutes").fill("0")
+    order.get_by_label("Reason").fill("orders DB failover")
+    order.get_by_role("button", name="Force open").click()
+    expect(order.locator(".field-error")).to_contain_text("greater than or equal to 1")
+    expect(order.locator(".badge.b-closed")).to_be_visible()
+    page.screenshot(path=SHOTS / "tool_health_error.png", full_page=True)
+    assert not CircuitBreaker.objects.filter(tool="create_order").exists()
+    order.get_by_label("Minutes").fill("15")
+    order.get_by_role("button", name="Force open").click()
+    expect(page.locator(".messages")).to_contain_text("held open for 15 min")
+    expect(order.locator(".badge.b-open")).to_be_visible()
+    expect(order.locator(".badge.forced")).to_be_visible()
+    expect(order).to_contain_text("orders DB failover")
+    page.screenshot(path=SHOTS / "tool_health.png", full_page=True)
+    forced = CircuitBreaker.objects.get(tool="create_order")
+    assert (forced.state, forced.forced) == ("open", True)
+
+    order.get_by_role("button", name="Reset").click()
+    expect(page.locator(".messages")).to_contain_text("Breaker for create_order reset")
+    expect(order.locator(".badge.b-closed")).to_be_visible()
+    expect(order.locator(".badge.forced")).to_have_count(0)
+    assert not CircuitBreaker.objects.get(tool="create_order").forced
+    assert LogEntry.objects.filter(content_type__model="circuitbreaker").count() == 2

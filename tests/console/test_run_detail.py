@@ -160,9 +160,9 @@ def add_calls(run: Run, count: int) -> None:
         make_record(call)
 
 
-# session, user, the user's groups, the run with its agent, its calls, their attempts,
-# their idempotency records.
-RUN_DETAIL_QUERIES = 7
+# session, user, the user's groups, the run with its agent, its calls (with who settled
+# them), their attempts, their idempotency records, the nav's unknown-outcomes count.
+RUN_DETAIL_QUERIES = 8
 
 
 @pytest.mark.parametrize("extra_calls", [0, 25])

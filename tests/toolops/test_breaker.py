@@ -168,3 +168,22 @@ def test_it_shares_state_between_processes_and_probes_once(
     assert statuses.count("succeeded") == 1
     assert all(a["error"]["reason"] == "circuit_open" for a in answers if a["status"] == "failed")
     assert CircuitBreaker.objects.get(tool="flaky_stock").state == "closed"
+
+
+@pytest.mark.django_db
+def test_it_lets_an_operators_hold_run_out(api: APIClient, shop: Shop, settings: Any) -> None:
+    add_flaky_tool(settings, shop)
+    api.post("/api/v1/runs", {"run_id": "r-h"}, format="json")
+    breaker.force_open(tool="flaky_stock", seconds=60, reason="maintenance")
+    assert call(api, "r-h", 0)["error"]["reason"] == "circuit_open"
+
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    CircuitBreaker.objects.filter(tool="flaky_stock").update(
+        open_until=timezone.now() - timedelta(seconds=5)
+    )
+    assert "flaky_stock" not in breaker.availability()
+    assert call(api, "r-h", 1)["status"] == "succeeded"
+    assert CircuitBreaker.objects.get(tool="flaky_stock").forced is False

@@ -87,6 +87,9 @@ class ToolOps:
     def run_abort(self, run_id: str, reason: str) -> JSON:
         return self._json(self.http.post(f"/runs/{run_id}/abort", json={"reason": reason}), 202)
 
+    def tools(self) -> list[JSON]:
+        return self._json(self.http.get("/tools"), 200)["tools"]
+
     def call_post(self, run_id: str, body: JSON) -> httpx.Response:
         return self.http.post(f"/runs/{run_id}/calls", json=body)
 
@@ -229,6 +232,10 @@ def plural(n: int, word: str) -> str:
 
 def order_args(sku: str, amount: str) -> JSON:
     return {"sku": sku, "qty": 1, "amount": amount}
+
+
+def reason(call: JSON) -> str | None:
+    return (call.get("error") or {}).get("reason")
 
 
 # --- the scenarios ------------------------------------------------------------------------
@@ -473,6 +480,132 @@ def dependency(demo: Demo) -> Outcome:
     )
 
 
+def circuit_breaker(demo: Demo) -> Outcome:
+    """legacy_inventory keeps failing: its breaker opens, and the next call is refused at
+    once, without a request; /api/v1/tools shows it unavailable until its cool-down ends."""
+    api, shop, run = demo.api, demo.shop, demo.new_run("breaker")
+    failing: JSON | None = None
+    refused: JSON | None = None
+    # A dedicated tool on its own path: the breaker it opens is no other scenario's.
+    with shop.fault("/legacy/inventory", fail_next=20, fail_status=503):
+        for step in range(4):
+            call = api.call(
+                run, step, "legacy_inventory", {"sku": demo.sku}, tool_call_id=f"tc-{step + 1}"
+            )
+            expect_status(call, "failed")
+            if reason(call) == "circuit_open" and call["attempts"] == 0:
+                refused = call
+                break
+            failing = failing or call
+    expect(refused is not None, "legacy_inventory's breaker did not open after 4 failing calls")
+    assert refused is not None
+    sent = len(shop.requests_for_run("/legacy/inventory", run))
+    listed = {t["name"]: t for t in api.tools()}.get("legacy_inventory") or {}
+    expect(listed.get("available") is False, "GET /api/v1/tools shows legacy_inventory available")
+    expect(bool(listed.get("available_at")), "GET /api/v1/tools gives no available_at")
+    api.run_complete(run)
+    opened = (
+        f"legacy_inventory failed {plural(failing['attempts'], 'attempt')} (503) and its "
+        "breaker opened"
+        if failing is not None
+        else "legacy_inventory's breaker was still open from an earlier demo"
+    )
+    return Outcome(
+        True,
+        f"run {run}: {opened}; the next call answered circuit_open with 0 attempts "
+        f"{quote(refused['feedback'], 90)}; {plural(sent, 'request')} reached the shop; "
+        f"/api/v1/tools: available=false, available_at {listed['available_at']}",
+    )
+
+
+def unknown_charge(demo: Demo) -> Outcome:
+    """The charge's answer is lost and get_charge is down too: the outcome is unknown, the
+    model is told not to retry, and nothing is sent twice. Once the faults are cleared the
+    worker settles it with get_charge (or a person does, in the console)."""
+    api, shop, run = demo.api, demo.shop, demo.new_run("unknown-charge")
+    order = api.call(run, 0, "create_order", order_args(demo.sku, "12.50"), tool_call_id="tc-1")
+    if order["status"] == "pending_approval":
+        return waiting_for_reviewer(run, order)
+    expect_status(order, "succeeded")
+    order_id = order["result"]["order_id"]
+    with (
+        shop.fault("/payments/charges", drop_after_commit=1),
+        shop.fault("/payments/charges/lookup", fail_next=50, fail_status=500),
+    ):
+        charge = api.call(
+            run, 1, "charge", {"order_id": order_id, "amount": "12.50"},
+            tool_call_id="tc-2", depends_on=["tc-1"],
+        )  # fmt: skip
+    if charge["status"] == "pending_approval":
+        return waiting_for_reviewer(run, charge)
+    expect_status(charge, "unknown")
+    expect("do not retry" in charge["feedback"].lower(), "the feedback does not say not to retry")
+    sent = len(shop.requests_for_run("/payments/charges", run))
+    lookups = len(shop.requests_for_run("/payments/charges/lookup", run))
+    charges = [c for c in shop.state()["charges"] if c["order_id"] == order_id]
+    expect(sent == 1, f"{sent} charge requests reached the shop, not 1")
+    expect(len(charges) == 1, f"order {order_id} holds {len(charges)} charges, not 1")
+    # The run stays open: the worker settles the charge, then the agent can go on.
+    return Outcome(
+        True,
+        f"run {run}: the charge's response was lost and get_charge failed too "
+        f"({plural(lookups, 'lookup')}): unknown after 1 attempt, not retried "
+        f"{quote(charge['feedback'], 110)}; faults cleared — the worker will settle "
+        "it with get_charge within ~30 s (or a person, in the console)",
+    )
+
+
+def degraded_search(demo: Demo) -> Outcome:
+    """search_products is down: with allow_partial its call ends degraded, not failed, and
+    a query_stock that depends on it still runs."""
+    api, shop, run = demo.api, demo.shop, demo.new_run("degraded-search")
+    with shop.fault("/catalog/search", fail_next=5, fail_status=503):
+        search = api.call(run, 0, "search_products", {"q": "coffee"}, tool_call_id="tc-1")
+    expect_status(search, "degraded")
+    stock = api.call(
+        run, 1, "query_stock", {"sku": demo.sku}, tool_call_id="tc-2", depends_on=["tc-1"]
+    )
+    expect_status(stock, "succeeded")
+    summary = api.run_complete(run)["summary"]
+    expect(summary.startswith("Based on partial data"), f"the summary is {quote(summary)}")
+    return Outcome(
+        True,
+        f"run {run}: search_products degraded after {plural(search['attempts'], 'attempt')} "
+        f"{quote(search['feedback'], 90)}; query_stock (depends_on it) still ran: "
+        f"{stock['result']['available']} units of {demo.sku}; summary {quote(summary, 100)}",
+    )
+
+
+def partial_summary(demo: Demo) -> Outcome:
+    """Three calls succeed and two fail: the run's summary says so in its first sentence."""
+    api, run = demo.api, demo.new_run("partial-summary")
+    plan: list[tuple[str, JSON]] = [
+        ("query_stock", {"sku": demo.sku}),
+        ("search_products", {"q": "coffee"}),
+        ("query_stock", {"sku": "NO-SUCH-SKU"}),  # the shop answers 404
+        ("query_stock", {"sku": STOCKED_SKUS[1]}),
+        ("reserve_stock", {"sku": demo.sku, "qty": 1_000_000}),  # more than in stock: 409
+    ]
+    calls = [
+        api.call(run, step, tool, args, tool_call_id=f"tc-{step + 1}")
+        for step, (tool, args) in enumerate(plan)
+    ]
+    statuses = [c["status"] for c in calls]
+    expected = ["succeeded", "succeeded", "failed", "succeeded", "failed"]
+    expect(statuses == expected, f"the calls ended {statuses}, not {expected}")
+    ended = api.run_complete(run)
+    summary = ended["summary"]
+    expect(
+        summary.startswith("Based on partial data: 3 of 5"),
+        f"the summary does not start with “Based on partial data: 3 of 5”: {quote(summary)}",
+    )
+    return Outcome(
+        True,
+        f"run {run}: 3 calls succeeded, 2 failed; last succeeded "
+        f"{ended['last_succeeded_tool_call_id']}; summary {quote(summary, 220)}",
+    )
+
+
 Scenario = Callable[[Demo], Outcome]
 SCENARIOS: list[tuple[str, Scenario]] = [
     ("happy-path order", happy_path),
@@ -485,6 +618,10 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("budget", budget),
     ("abort", abort),
     ("dependency", dependency),
+    ("circuit breaker", circuit_breaker),
+    ("unknown charge", unknown_charge),
+    ("degraded search", degraded_search),
+    ("partial summary", partial_summary),
 ]
 
 

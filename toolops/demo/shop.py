@@ -38,6 +38,13 @@ from urllib.parse import parse_qs, urlsplit
 JSON = dict[str, Any]
 
 SEED_STOCK = {"A12": 50, "B7": 5, "C3": 0, "D9": 100}
+# The product catalogue behind POST /catalog/search: fixed, never changed by a request.
+PRODUCTS = {
+    "A12": "Espresso machine",
+    "B7": "Coffee grinder",
+    "C3": "Milk frother",
+    "D9": "Coffee beans, 1 kg",
+}
 MAX_BODY_BYTES = 1024 * 1024
 # The request log is for tests and the demo; cap it so a long soak cannot exhaust memory.
 MAX_LOGGED_REQUESTS = 100_000
@@ -50,6 +57,10 @@ RECORDED_HEADERS = (
 )
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS products (
+    sku TEXT PRIMARY KEY,
+    name TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS stock (
     sku TEXT PRIMARY KEY,
     available INTEGER NOT NULL CHECK (available >= 0)
@@ -223,6 +234,14 @@ def stock_query(conn: sqlite3.Connection, body: JSON) -> Reply:
     if row is None:
         return _not_found(f"unknown sku {sku}")
     return Reply(200, {"sku": sku, "available": row["available"]})
+
+
+def product_search(conn: sqlite3.Connection, body: JSON) -> Reply:
+    """Products whose name contains every word of `q` (case-insensitive); none is not 404."""
+    words = _text(body, "q").lower().split()
+    rows = conn.execute("SELECT sku, name FROM products ORDER BY sku").fetchall()
+    items = [dict(r) for r in rows if all(w in r["name"].lower() for w in words)]
+    return Reply(200, {"items": items})
 
 
 def reservation_create(conn: sqlite3.Connection, body: JSON) -> Reply:
@@ -399,6 +418,7 @@ def notification_create(conn: sqlite3.Connection, body: JSON) -> Reply:
 
 ROUTES: dict[str, Handler] = {
     "/inventory/stock": stock_query,
+    "/catalog/search": product_search,
     "/inventory/reservations": reservation_create,
     "/inventory/reservations/release": reservation_release,
     "/orders": order_create,
@@ -432,6 +452,7 @@ class ShopDB:
         with self.transaction() as conn:
             # OR IGNORE: a persistent --db keeps its stock levels across restarts.
             conn.executemany("INSERT OR IGNORE INTO stock VALUES (?, ?)", SEED_STOCK.items())
+            conn.executemany("INSERT OR IGNORE INTO products VALUES (?, ?)", PRODUCTS.items())
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

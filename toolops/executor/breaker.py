@@ -69,7 +69,14 @@ def admit(spec: ToolSpec) -> Admission:
     if row is None or (row["state"] == State.CLOSED):
         return Admission(allowed=True, dirty=bool(row and row["consecutive_failures"]))
     if row["forced"]:
-        return Admission(allowed=False, available_at=row["open_until"])
+        if not row["due"]:
+            return Admission(allowed=False, available_at=row["open_until"])
+        # An operator's hold has run out: closed again, as if reset.
+        CircuitBreaker.objects.filter(tool=spec.name, forced=True, open_until__lte=Now()).update(
+            state=State.CLOSED, forced=False, consecutive_failures=0, open_until=None,
+            probe_until=None, reason="",
+        )  # fmt: skip
+        return Admission(allowed=True)
     if row["state"] == State.OPEN and row["due"]:
         won = CircuitBreaker.objects.filter(
             tool=spec.name, state=State.OPEN, forced=False, open_until__lte=Now()
@@ -171,12 +178,15 @@ def reset(*, tool: str) -> None:
 
 
 def availability() -> dict[str, datetime | None]:
-    """Tools that are not available now → when they will be tried again."""
-    rows = CircuitBreaker.objects.exclude(state=State.CLOSED).values(
-        "tool", "state", "open_until", "probe_until", "forced"
-    )
-    return {r["tool"]: r["open_until"] if r["state"] == State.OPEN else r["probe_until"]
-            for r in rows}  # fmt: skip
+    """Tools that are not available now → when they will be tried again. An open breaker
+    whose cool-down has passed is available: its next call is the probe."""
+    rows = CircuitBreaker.objects.filter(
+        Q(state=State.OPEN, open_until__gt=Now()) | Q(state=State.HALF_OPEN)
+    ).values_list("tool", "state", "open_until", "probe_until")
+    return {
+        tool: open_until if state == State.OPEN else probe_until
+        for tool, state, open_until, probe_until in rows
+    }
 
 
 def _as_datetime(value: object) -> datetime | None:

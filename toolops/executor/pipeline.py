@@ -19,6 +19,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 from jsonschema import Draft202012Validator, FormatChecker
 
+from toolops import rows
 from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
@@ -162,7 +163,7 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
                 lease_s=_lease_s(spec), ttl_s=_ttl_s(),
             )  # fmt: skip
             if won:
-                call.save(force_insert=True)
+                rows.insert([call])
     except IntegrityError:
         # Another request with this tool_call_id but other args got in first.
         existing = _by_tool_call_id(run, request)
@@ -389,7 +390,7 @@ class _Tokens:
 def _record_unexecuted(call: ToolCall, tokens: _Tokens) -> CallAnswer:
     try:
         with transaction.atomic():
-            call.save(force_insert=True)
+            rows.insert([call])
             _charge_run(call.run, attempts=0, tokens=tokens.pending)
     except IntegrityError:
         existing = ToolCall.objects.get(run=call.run, tool_call_id=call.tool_call_id)
@@ -440,8 +441,8 @@ class _Execution:
         if spec.query_before_write and spec.query is not None and call.attempts == 0:
             # Level 2 of DESIGN.md's fallbacks: look before writing. A failed look does not
             # stop the write — the downstream's unique index is the backstop.
-            outcome, found, rows = query_outcome(spec, call, self.run)
-            self.rows.extend(rows)
+            outcome, found, looks = query_outcome(spec, call, self.run)
+            self.rows.extend(looks)
             if outcome is QueryResult.FOUND:
                 self._succeeded(found, text=feedback.already_done(spec.name, spec.query.tool))
                 return
@@ -594,8 +595,8 @@ class _Execution:
 
     def reconcile(self, message: str, reason: str = Reason.TIMEOUT) -> QueryResult:
         """Ask the tool's query tool what became of the write (DESIGN.md "unknown")."""
-        outcome, found, rows = query_outcome(self.spec, self.call, self.run)
-        self.rows.extend(rows)
+        outcome, found, looks = query_outcome(self.spec, self.call, self.run)
+        self.rows.extend(looks)
         if outcome is QueryResult.FOUND:
             assert self.spec.query is not None
             self._succeeded(found, text=feedback.reconciled(self.spec.name, self.spec.query.tool))
@@ -616,11 +617,11 @@ class _Execution:
                     recorded = False
                 if recorded:
                     if insert:
-                        call.save(force_insert=True)
+                        rows.insert([call])
                     else:
-                        call.save(update_fields=_RESULT_FIELDS)
+                        rows.update(call, _RESULT_FIELDS)
                 if recorded or not insert:
-                    Attempt.objects.bulk_create(self.rows)
+                    rows.insert(self.rows)
                 _charge_run(self.run, attempts=self.unreserved_attempts, tokens=self.tokens.pending)
         except IntegrityError:
             # A read raced by another request with the same tool_call_id.

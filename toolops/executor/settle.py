@@ -38,6 +38,8 @@ def call_reconcile(*, call_pk: int) -> str:
     call = ToolCall.objects.select_related("run").filter(pk=call_pk).first()
     if call is None or call.status != Status.UNKNOWN or call.next_reconcile_at is None:
         return "skipped"
+    if call.next_reconcile_at > now:
+        return "skipped"  # not due, or another worker is looking right now
     lease = now + timedelta(seconds=60)
     if not ToolCall.objects.filter(
         pk=call.pk, status=Status.UNKNOWN, next_reconcile_at=call.next_reconcile_at
