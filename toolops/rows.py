@@ -55,40 +55,74 @@ def _prepared(instance: Model, fields: Sequence[Any], add: bool) -> list[Any]:
     return [f.get_db_prep_save(f.pre_save(instance, add), connection) for f in fields]
 
 
+def insert_fields(model: type[Model], *, skip: Sequence[str] = ()) -> list[Any]:
+    meta = model._meta
+    return [f for f in meta.concrete_fields if f is not meta.auto_field and f.name not in skip]
+
+
+def columns(fields: Sequence[Any]) -> str:
+    return ", ".join(connection.ops.quote_name(f.column) for f in fields)
+
+
+def values_sql(
+    instances: Sequence[Model],
+    fields: Sequence[Any],
+    *,
+    typed: bool = False,
+    related_saved: bool = True,
+) -> tuple[str, list[Any]]:
+    """`(…), (…)` rows of parameters for `fields`. typed=True casts each parameter to its
+    column's type, for VALUES lists that are not directly under an INSERT (where
+    PostgreSQL cannot infer a NULL's type)."""
+    for obj in instances if related_saved else ():
+        # A related object saved after it was assigned (a read's call is inserted last):
+        # take its primary key now, as Model.save() does.
+        obj._prepare_related_fields_for_save(operation_name="insert")
+    casts = [f"::{f.db_type(connection)}" if typed else "" for f in fields]
+    row = "(" + ", ".join(f"%s{cast}" for cast in casts) + ")"
+    params = [value for obj in instances for value in _prepared(obj, fields, add=True)]
+    return ", ".join([row] * len(instances)), params
+
+
 def insert(instances: Sequence[Model]) -> None:
     """INSERT the instances (one model) in one statement, setting their primary keys."""
     if not instances:
         return
     model = type(instances[0])
-    meta = model._meta
-    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    fields = insert_fields(model)
+    rows, params = values_sql(instances, fields)
     quote = connection.ops.quote_name
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    meta = model._meta
     sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES {', '.join([row] * len(instances))} RETURNING {quote(meta.pk.column)}"
+        f"INSERT INTO {quote(meta.db_table)} ({columns(fields)}) VALUES {rows} "
+        f"RETURNING {quote(meta.pk.column)}"
     )
-    for obj in instances:
-        # A related object saved after it was assigned (a read's call is inserted last):
-        # take its primary key now, as Model.save() does.
-        obj._prepare_related_fields_for_save(operation_name="insert")
-    params = [value for obj in instances for value in _prepared(obj, fields, add=True)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         pks = [r[0] for r in cursor.fetchall()]
     for obj, pk in zip(instances, pks, strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = connection.alias
+        mark_saved(obj, pk)
 
 
-def update(instance: Model, field_names: Sequence[str]) -> int:
-    """UPDATE these fields of one row by primary key; the number of rows changed."""
+def mark_saved(obj: Model, pk: Any) -> None:
+    obj.pk = pk
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+def update_sql(instance: Model, field_names: Sequence[str]) -> tuple[str, list[Any]]:
+    """`UPDATE … SET … WHERE pk = …` for these fields of one row."""
     meta = instance._meta
     fields = [meta.get_field(name) for name in field_names]
     quote = connection.ops.quote_name
     sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(meta.pk.column)} = %s"
+    return sql, [*_prepared(instance, fields, add=False), instance.pk]
+
+
+def update(instance: Model, field_names: Sequence[str]) -> int:
+    """UPDATE these fields of one row by primary key; the number of rows changed."""
+    sql, params = update_sql(instance, field_names)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*_prepared(instance, fields, add=False), instance.pk])
+        cursor.execute(sql, params)
         return cursor.rowcount

@@ -18,23 +18,31 @@ def now_sql() -> str:
     return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 
 
-def _now_plus() -> tuple[str, object]:
+def now_plus_sql() -> tuple[str, object]:
     """SQL for now + N seconds, and a function turning N into its parameter."""
     if connection.vendor == "postgresql":
         return "statement_timestamp() + %s * interval '1 second'", float
     return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', %s)", lambda s: f"+{float(s):.3f} seconds"
 
 
-def claim(*, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float) -> bool:
-    """True when this request won the right to call the downstream."""
-    plus, param = _now_plus()
+def claim_sql(
+    *, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float
+) -> tuple[str, list[object]]:
+    """The claim: an INSERT that does nothing when the key is taken, RETURNING 1 if won."""
+    plus, param = now_plus_sql()
     sql = (
         f'INSERT INTO {TABLE} ("key", call_ref, tool, state, fence, lease_until, created_at, '
         f"expires_at) VALUES (%s, %s, %s, 'claimed', 1, {plus}, {now_sql()}, {plus}) "
-        'ON CONFLICT ("key") DO NOTHING RETURNING id'
+        'ON CONFLICT ("key") DO NOTHING RETURNING 1'
     )
+    return sql, [key, call_ref, tool, param(lease_s), param(ttl_s)]  # type: ignore[operator]
+
+
+def claim(*, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float) -> bool:
+    """True when this request won the right to call the downstream."""
+    sql, params = claim_sql(key=key, call_ref=call_ref, tool=tool, lease_s=lease_s, ttl_s=ttl_s)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key, call_ref, tool, param(lease_s), param(ttl_s)])  # type: ignore[operator]
+        cursor.execute(sql, params)
         return cursor.fetchone() is not None
 
 
@@ -59,7 +67,7 @@ def peek(*, key: str) -> ClaimState | None:
 def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:
     """Take a claim whose holder's lease ran out; the new fence, or None if another
     request took it first or the holder recorded after all."""
-    plus, param = _now_plus()
+    plus, param = now_plus_sql()
     sql = (
         f"UPDATE {TABLE} SET fence = fence + 1, lease_until = {plus} "
         f"WHERE \"key\" = %s AND state = 'claimed' AND fence = %s AND lease_until < {now_sql()} "
@@ -73,7 +81,7 @@ def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:
 
 def renew(*, key: str, fence: int, lease_s: float) -> bool:
     """Extend our lease before another attempt; False means we lost the claim."""
-    plus, param = _now_plus()
+    plus, param = now_plus_sql()
     sql = (
         f"UPDATE {TABLE} SET lease_until = {plus} "
         "WHERE \"key\" = %s AND state = 'claimed' AND fence = %s"
@@ -83,12 +91,17 @@ def renew(*, key: str, fence: int, lease_s: float) -> bool:
         return cursor.rowcount == 1
 
 
-def record(*, key: str, fence: int) -> bool:
+def record_sql(*, key: str, fence: int) -> tuple[str, list[object]]:
     """Mark the claim recorded — only while we still hold it (the fencing token)."""
     sql = (
         f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {now_sql()} "
-        "WHERE \"key\" = %s AND state = 'claimed' AND fence = %s"
+        "WHERE \"key\" = %s AND state = 'claimed' AND fence = %s RETURNING 1"
     )
+    return sql, [key, fence]
+
+
+def record(*, key: str, fence: int) -> bool:
+    sql, params = record_sql(key=key, fence=fence)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key, fence])
-        return cursor.rowcount == 1
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
-from . import backoff, breaker, claims, feedback
+from . import backoff, breaker, claims, feedback, store
 from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .classify import Verdict, classify
 from .reconcile import QueryResult, query_outcome
@@ -157,13 +158,7 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
         return execution.record(insert=True, request=request)
 
     try:
-        with transaction.atomic():
-            won = claims.claim(
-                key=call.idempotency_key, call_ref=call.call_id, tool=spec.name,
-                lease_s=_lease_s(spec), ttl_s=_ttl_s(),
-            )  # fmt: skip
-            if won:
-                rows.insert([call])
+        won = store.claim_with_call(call, lease_s=_lease_s(spec), ttl_s=_ttl_s())
     except IntegrityError:
         # Another request with this tool_call_id but other args got in first.
         existing = _by_tool_call_id(run, request)
@@ -608,20 +603,18 @@ class _Execution:
 
     def record(self, *, insert: bool, request: CallRequest | None) -> CallAnswer:
         call = self.call
+        fence = None if self.fence is None else (-1 if self.lost_claim else self.fence)
         try:
-            with transaction.atomic():
-                recorded = True
-                if self.fence is not None and not self.lost_claim:
-                    recorded = claims.record(key=call.idempotency_key, fence=self.fence)
-                if self.lost_claim:
-                    recorded = False
-                if recorded:
-                    if insert:
-                        rows.insert([call])
-                    else:
-                        rows.update(call, _RESULT_FIELDS)
-                if recorded or not insert:
-                    rows.insert(self.rows)
+            # Counters live on the run row only for limited runs; then the result and the
+            # usage are written in one transaction.
+            with transaction.atomic() if self.run.has_limits else nullcontext():
+                if insert:
+                    store.insert_with_attempts(call, self.rows)
+                    recorded = True
+                else:
+                    recorded = store.record_result(
+                        call, self.rows, fence=fence, fields=_RESULT_FIELDS
+                    )
                 _charge_run(self.run, attempts=self.unreserved_attempts, tokens=self.tokens.pending)
         except IntegrityError:
             # A read raced by another request with the same tool_call_id.
