@@ -8,7 +8,11 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from toolops.models import ToolCall
+from toolops.rows import RowLoader
+
 TABLE = "toolops_idempotencyrecord"
+_calls = RowLoader(ToolCall)
 
 
 def now_sql() -> str:
@@ -62,6 +66,23 @@ def peek(*, key: str) -> ClaimState | None:
     if row is None:
         return None
     return ClaimState(state=row[0], fence=row[1], call_ref=row[2], lease_expired=bool(row[3]))
+
+
+def peek_with_call(*, key: str) -> tuple[ClaimState, ToolCall] | None:
+    """The claim and its call in one query: a replay's whole answer, usually."""
+    sql = (
+        f"SELECT {_calls.columns('c')}, r.state, r.fence, r.call_ref, "
+        f"r.lease_until < {now_sql()} FROM {TABLE} r "
+        'JOIN toolops_toolcall c ON c.call_id = r.call_ref WHERE r."key" = %s'
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    *call_values, state, fence, call_ref, expired = row
+    claim = ClaimState(state=state, fence=fence, call_ref=call_ref, lease_expired=bool(expired))
+    return claim, _calls.load(call_values)
 
 
 def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:

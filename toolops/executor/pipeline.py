@@ -285,20 +285,20 @@ def _follow(*, run: Run, spec: ToolSpec, key: str, wait: float) -> CallAnswer:
     deadline = time.monotonic() + max(wait, FOLLOWER_WAIT_S)
     pause = 0.005
     while True:
-        state = claims.peek(key=key)
-        if state is None:  # purged between our claim and now: vanishingly rare
+        found = claims.peek_with_call(key=key)
+        if found is None:  # purged between our claim and now: vanishingly rare
             raise ToolCallConflict("the idempotency record vanished; send the call again")
+        state, call = found
+        call.run = run  # the key is the run's: the call is in this run
         if state.state == "recorded":
-            return CallAnswer(ToolCall.objects.get(call_id=state.call_ref), replayed=True)
+            return CallAnswer(call, replayed=True)
         if state.lease_expired:
             fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=_lease_s(spec))
             if fence is not None:
-                call = ToolCall.objects.select_related("run").get(call_id=state.call_ref)
-                recovered = _recover(call=call, spec=spec, fence=fence)
-                return CallAnswer(recovered, replayed=True)
+                return CallAnswer(_recover(call=call, spec=spec, fence=fence), replayed=True)
             continue
         if time.monotonic() >= deadline:
-            return CallAnswer(ToolCall.objects.get(call_id=state.call_ref), replayed=True)
+            return CallAnswer(call, replayed=True)
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
 
