@@ -58,7 +58,9 @@ def run_summary(calls: Sequence[ToolCall]) -> str:
 
 
 def _describe(call: ToolCall) -> str:
-    what = _REASON.get(call.error_reason) if call.status != S.DEGRADED else None
+    # The reason explains an ending; an unknown or degraded call is not simply "timed out".
+    ended = call.status in (S.FAILED, S.REJECTED, S.SKIPPED)
+    what = _REASON.get(call.error_reason) if ended else None
     return f"{call.tool} ({call.tool_call_id}) {what or _WHAT.get(call.status, call.status)}"
 
 
@@ -66,4 +68,5 @@ def last_succeeded(calls: Sequence[ToolCall]) -> str | None:
     done = [c for c in calls if c.status == S.SUCCEEDED]
     if not done:
         return None
-    return max(done, key=lambda c: (c.finished_at or c.created_at, c.pk)).tool_call_id
+    # Where the run stopped: the furthest step that succeeded, not the last one settled.
+    return max(done, key=lambda c: (c.step_index, c.created_at, c.pk)).tool_call_id

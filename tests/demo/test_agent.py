@@ -7,14 +7,17 @@ import re
 import signal
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from toolops.demo import agent
-from toolops.models import Agent, Run
+from toolops.models import Agent, CircuitBreaker, Run, ToolCall
+from toolops.tasks import reconcile_unknown_calls
 
 from .launcher import (
     ROOT,
@@ -40,6 +43,11 @@ EXPECTED_STATUSES = {
     "budget": {"budget_exhausted"},
     "abort": {"aborting", "aborted"},
     "dependency": {"completed"},
+    "circuit breaker": {"completed"},
+    # Left running: its charge is unknown until the worker (or a person) settles it.
+    "unknown charge": {"running"},
+    "degraded search": {"completed"},
+    "partial summary": {"completed"},
 }
 
 
@@ -80,6 +88,73 @@ def test_the_scripted_agent_runs_every_scenario(
     charged = [c["order_id"] for c in state["charges"]]
     assert len(charged) == len(set(charged))
 
+    check_new_scenarios(lines, runs, shop)
+
+
+def assert_until_in_utc(line: str) -> None:
+    """The circuit_open feedback names the time the tool is tried again, with its zone."""
+    until = re.search(r"unavailable until (\S+?):? ", line)
+    assert until, line
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)", until[1]), line
+
+
+def run_of(line: str, runs: dict[str, Run]) -> Run:
+    [run_id] = re.findall(r"run (demo-\S+?)[: ]", line)
+    return runs[run_id]
+
+
+def calls_of(run: Run) -> list[ToolCall]:
+    return list(run.calls.order_by("created_at", "pk"))
+
+
+def check_new_scenarios(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:
+    """What the console shows for the breaker, unknown, degraded and partial scenarios."""
+    # Circuit breaker: legacy_inventory's breaker is open, and only its.
+    line = lines["circuit breaker"]
+    assert "circuit_open with 0 attempts" in line and "available=false" in line, line
+    assert_until_in_utc(line)
+    calls = calls_of(run_of(line, runs))
+    assert calls[-1].error_reason == "circuit_open" and calls[-1].attempts == 0
+    assert all(c.status == "failed" for c in calls)
+    open_breakers = CircuitBreaker.objects.exclude(state="closed")
+    assert list(open_breakers.values_list("tool", flat=True)) == ["legacy_inventory"]
+    # Refused calls sent nothing: every request that reached the shop was an attempt.
+    sent = [
+        r for r in shop.requests("/legacy/inventory")
+        if r["headers"]["x-toolops-run-id"] == calls[0].run.run_id
+    ]  # fmt: skip
+    assert len(sent) == sum(c.attempts for c in calls)
+
+    # Unknown charge: left unknown for the worker; once the worker looks, it is settled.
+    line = lines["unknown charge"]
+    assert "within ~30 s" in line, line
+    run = run_of(line, runs)
+    order, charge = calls_of(run)
+    assert (order.status, charge.status) == ("succeeded", "unknown")
+    assert charge.next_reconcile_at is not None
+    ToolCall.objects.filter(pk=charge.pk).update(
+        next_reconcile_at=timezone.now() - timedelta(seconds=1)
+    )
+    reconcile_unknown_calls()  # the worker's periodic task
+    charge.refresh_from_db()
+    assert charge.status == "succeeded"
+    [made] = [c for c in shop.state()["charges"] if c["order_id"] == order.result["order_id"]]
+    assert charge.result["charge_id"] == made["charge_id"]
+
+    # Degraded search: degraded, and the query_stock that depends on it still ran.
+    line = lines["degraded search"]
+    search, stock = calls_of(run_of(line, runs))
+    assert (search.status, stock.status) == ("degraded", "succeeded")
+    assert stock.depends_on == [search.tool_call_id]
+    assert "Based on partial data" in line
+
+    # Partial summary: 3 succeeded, 2 failed, and the summary printed says so first.
+    line = lines["partial summary"]
+    statuses = [c.status for c in calls_of(run_of(line, runs))]
+    assert statuses == ["succeeded", "succeeded", "failed", "succeeded", "failed"]
+    assert "“Based on partial data: 3 of 5 tool calls succeeded;" in line, line
+    assert "query_stock (tc-3)" in line and "reserve_stock (tc-5)" in line, line
+
 
 def test_a_failing_scenario_is_reported_and_the_others_still_run(
     monkeypatch: pytest.MonkeyPatch, toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
@@ -112,11 +187,12 @@ def test_a_call_waiting_for_a_reviewer_is_reported_not_waited_for(
     monkeypatch.setattr(agent.ToolOps, "call", gated)
     server = toolops_server()
     out = io.StringIO()
-    only = ["--only", "happy_path", "--only", "lost_response", "--only", "charge_timeout"]
+    names = ("happy_path", "lost_response", "charge_timeout", "unknown_charge")
+    only = [arg for name in names for arg in ("--only", name)]
     code = agent.main(["--url", server.url, "--token", agent_a[1], "--shop", shop.url, *only], out)
 
     assert code == 0, out.getvalue()
-    assert out.getvalue().count("waiting for a reviewer at /console/approvals/ap-1/") == 3
+    assert out.getvalue().count("waiting for a reviewer at /console/approvals/ap-1/") == 4
     assert shop.http.get("/_shop/faults").json() == {"faults": {}}
     assert set(Run.objects.filter(agent=agent_a[0]).values_list("status", flat=True)) == {"running"}
 
@@ -154,7 +230,7 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         assert set(children) == {"shop", "web", "worker"}
         assert all(pid_exists(pid) for pid in children.values())
         summary = next(x for x in launcher.lines if x.startswith("demo agent:"))
-        assert summary == "demo agent: 10 scenarios, 10 ok", launcher.output
+        assert summary == "demo agent: 14 scenarios, 14 ok", launcher.output
         happy = re.search(r"run (demo-\S+-1-happy)", launcher.output)
         assert happy, launcher.output
         assert (data_dir / "demo-logins.txt").stat().st_mode & 0o777 == 0o600
@@ -171,6 +247,8 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         assert processes_with_env("TOOLOPS_DATA_DIR", str(data_dir)) == []
     finally:
         launcher.kill_all()
+    # On SQLite too, the model is told when the breaker closes in UTC, not a bare time.
+    assert_until_in_utc(next(x for x in launcher.lines if x.startswith("✓ circuit breaker")))
 
 
 def test_a_re_run_reuses_logins_and_refuses_a_busy_port(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Count, DurationField, Q, Value
 from django.db.models.functions import Now
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from toolops.models import Attempt, CircuitBreaker
 from toolops.tools.spec import ToolSpec
@@ -190,12 +191,10 @@ def availability() -> dict[str, datetime | None]:
 
 
 def _as_datetime(value: object) -> datetime | None:
-    # SQLite hands back text; PostgreSQL a datetime.
-    if value is None or isinstance(value, datetime):
-        return value
-    from django.utils.dateparse import parse_datetime
-
-    parsed = parse_datetime(str(value))
+    # SQLite hands back text or naive datetimes (stored in UTC); PostgreSQL aware ones.
+    if value is None:
+        return None
+    parsed = value if isinstance(value, datetime) else parse_datetime(str(value))
     if parsed is not None and timezone.is_naive(parsed):
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
