@@ -4,6 +4,7 @@ machine). The column list and value converters are the ORM's own, computed once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -78,10 +79,15 @@ def values_sql(
         # A related object saved after it was assigned (a read's call is inserted last):
         # take its primary key now, as Model.save() does.
         obj._prepare_related_fields_for_save(operation_name="insert")
-    casts = [f"::{f.db_type(connection)}" if typed else "" for f in fields]
+    casts = [_cast(f) if typed else "" for f in fields]
     row = "(" + ", ".join(f"%s{cast}" for cast in casts) + ")"
     params = [value for obj in instances for value in _prepared(obj, fields, add=True)]
     return ", ".join([row] * len(instances)), params
+
+
+@functools.cache
+def _cast(field: Any) -> str:
+    return f"::{field.db_type(connection)}"
 
 
 def insert(instances: Sequence[Model]) -> None:

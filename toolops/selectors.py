@@ -25,32 +25,29 @@ def run_get_for_agent(*, agent: Agent, run_id: str, tool_call_id: str | None = N
     With `tool_call_id`, the same query also says whether the run already has a call
     with that id (`run.existing_call_pk`): one statement fewer on every call."""
     check_id(run_id, "run")
-    if tool_call_id is not None:
-        return _run_with_existing_call(agent, run_id, tool_call_id)
-    try:
-        return Run.objects.for_agent(agent).get(run_id=run_id)
-    except Run.DoesNotExist:
-        raise Http404("no such run") from None
-
-
-_runs = RowLoader(Run)
-
-
-def _run_with_existing_call(agent: Agent, run_id: str, tool_call_id: str) -> Run:
     # On every call: hand-written, since compiling this query costs more than running it.
+    existing = (
+        "(SELECT c.id FROM toolops_toolcall c WHERE c.run_id = r.id AND c.tool_call_id = %s)"
+        if tool_call_id is not None
+        else "NULL"
+    )
     sql = (
-        f"SELECT {_runs.columns('r')}, (SELECT c.id FROM toolops_toolcall c "
-        "WHERE c.run_id = r.id AND c.tool_call_id = %s) "
+        f"SELECT {_runs.columns('r')}, {existing} "
         "FROM toolops_run r WHERE r.agent_id = %s AND r.run_id = %s"
     )
+    params = [tool_call_id] if tool_call_id is not None else []
     with connection.cursor() as cursor:
-        cursor.execute(sql, [tool_call_id, agent.pk, run_id])
+        cursor.execute(sql, [*params, agent.pk, run_id])
         row = cursor.fetchone()
     if row is None:
         raise Http404("no such run")
     run = _runs.load(row)
-    run.existing_call_pk = row[-1]
+    if tool_call_id is not None:
+        run.existing_call_pk = row[-1]
     return run
+
+
+_runs = RowLoader(Run)
 
 
 def call_get_for_agent(*, agent: Agent, call_id: str) -> ToolCall:
