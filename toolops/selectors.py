@@ -7,6 +7,7 @@ import re
 from django.db import connection
 from django.http import Http404
 
+from toolops.executor import breaker
 from toolops.models import Agent, Run, ToolCall
 from toolops.rows import RowLoader
 
@@ -19,11 +20,14 @@ def check_id(value: str, what: str) -> None:
         raise Http404(f"no such {what}")
 
 
-def run_get_for_agent(*, agent: Agent, run_id: str, tool_call_id: str | None = None) -> Run:
+def run_get_for_agent(
+    *, agent: Agent, run_id: str, tool_call_id: str | None = None, tool: str | None = None
+) -> Run:
     """The agent's own run; another agent's, a missing or a malformed id → 404.
 
-    With `tool_call_id`, the same query also says whether the run already has a call
-    with that id (`run.existing_call_pk`): one statement fewer on every call."""
+    For a call, the same query also reads whether the run already has a call with that
+    `tool_call_id` (`run.existing_call_pk`) and the `tool`'s breaker (`run.breaker_state`):
+    two round trips fewer on every call."""
     check_id(run_id, "run")
     # On every call: hand-written, since compiling this query costs more than running it.
     existing = (
@@ -31,19 +35,28 @@ def run_get_for_agent(*, agent: Agent, run_id: str, tool_call_id: str | None = N
         if tool_call_id is not None
         else "NULL"
     )
+    breaker_columns, breaker_join = "", ""
+    if tool is not None:
+        breaker_columns = f", {breaker.state_sql('b')}"
+        breaker_join = "LEFT JOIN toolops_circuitbreaker b ON b.tool = %s "
     sql = (
-        f"SELECT {_runs.columns('r')}, {existing} "
-        "FROM toolops_run r WHERE r.agent_id = %s AND r.run_id = %s"
+        f"SELECT {_runs.columns('r')}, {existing}{breaker_columns} "
+        f"FROM toolops_run r {breaker_join}WHERE r.agent_id = %s AND r.run_id = %s"
     )
     params = [tool_call_id] if tool_call_id is not None else []
+    if tool is not None:
+        params.append(tool)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, agent.pk, run_id])
         row = cursor.fetchone()
     if row is None:
         raise Http404("no such run")
     run = _runs.load(row)
+    extra = row[len(_runs.fields) :]
     if tool_call_id is not None:
-        run.existing_call_pk = row[-1]
+        run.existing_call_pk = extra[0]
+    if tool is not None:
+        run.breaker_state = tuple(extra[1:])
     return run
 
 

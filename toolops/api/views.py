@@ -150,7 +150,10 @@ class CallCreateApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = selectors.run_get_for_agent(
-            agent=request.user, run_id=run_id, tool_call_id=data.validated_data.get("tool_call_id")
+            agent=request.user,
+            run_id=run_id,
+            tool_call_id=data.validated_data.get("tool_call_id"),
+            tool=data.validated_data["tool"],
         )
         answer = services.call_submit(run=run, request=services.CallRequest(**data.validated_data))
         call = answer.call

@@ -50,21 +50,36 @@ def health_of(outcome: Outcome) -> str:
     return Health.NEUTRAL
 
 
-def admit(spec: ToolSpec) -> Admission:
-    # Read on every attempt: hand-written, since compiling it costs more than running it.
-    sql = (
-        "SELECT state, consecutive_failures, open_until, probe_until, forced, "
-        f"open_until <= {claims.now_sql()}, probe_until < {claims.now_sql()} "
-        "FROM toolops_circuitbreaker WHERE tool = %s"
+_KEYS = ("tool", "state", "consecutive_failures", "open_until", "probe_until", "forced", "due",
+         "probe_lapsed")  # fmt: skip
+NOT_READ = object()
+
+
+def state_sql(alias: str) -> str:
+    """The breaker columns admit() needs, for a query that reads them along with others."""
+    now = claims.now_sql()
+    return (
+        f"{alias}.tool, {alias}.state, {alias}.consecutive_failures, {alias}.open_until, "
+        f"{alias}.probe_until, {alias}.forced, {alias}.open_until <= {now}, "
+        f"{alias}.probe_until < {now}"
     )
+
+
+def read_state(tool: str) -> tuple[object, ...] | None:
+    # Read on every attempt: hand-written, since compiling it costs more than running it.
+    sql = f"SELECT {state_sql('b')} FROM toolops_circuitbreaker b WHERE b.tool = %s"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [spec.name])
-        found = cursor.fetchone()
+        cursor.execute(sql, [tool])
+        return cursor.fetchone()
+
+
+def admit(spec: ToolSpec, known: object = NOT_READ) -> Admission:
+    """May an attempt go out? `known`: the state as just read with the run (the first
+    attempt of a call), to spare a round trip; later attempts read it afresh."""
+    found = read_state(spec.name) if known is NOT_READ else known
     row = None
-    if found is not None:
-        keys = ("state", "consecutive_failures", "open_until", "probe_until", "forced", "due",
-                "probe_lapsed")  # fmt: skip
-        row = dict(zip(keys, found, strict=True))
+    if isinstance(found, tuple) and found[0] is not None:
+        row = dict(zip(_KEYS, found, strict=True))
         row["open_until"] = _as_datetime(row["open_until"])
         row["probe_until"] = _as_datetime(row["probe_until"])
     if row is None or (row["state"] == State.CLOSED):

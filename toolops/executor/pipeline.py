@@ -450,7 +450,10 @@ class _Execution:
             if call.attempts > 0 and self.fence is not None and not self._renew():
                 self.lost_claim = True
                 return
-            admission = breaker.admit(spec)
+            # The first attempt may use the breaker state read along with the run.
+            known = getattr(self.run, "breaker_state", breaker.NOT_READ)
+            self.run.breaker_state = breaker.NOT_READ  # later attempts read afresh
+            admission = breaker.admit(spec, known)
             if not admission.allowed:
                 self._circuit_open(admission.available_at)
                 return
