@@ -9,6 +9,7 @@ one-machine default) the same writes run as a short transaction of single statem
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from django.db import connection, transaction
 
@@ -19,6 +20,12 @@ from . import claims
 
 CALL_TABLE = "toolops_toolcall"
 ATTEMPT_TABLE = "toolops_attempt"
+
+
+def _savepoint_if_nested() -> AbstractContextManager[object]:
+    # Alone, the statement is its own transaction. Inside someone's transaction, a
+    # savepoint keeps a unique-key violation from aborting theirs.
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
 
 
 def _cte_ready() -> bool:
@@ -47,7 +54,7 @@ def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
         f"INSERT INTO {CALL_TABLE} ({rows.columns(fields)}) "
         f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM claim) RETURNING id"
     )
-    with connection.cursor() as cursor:
+    with _savepoint_if_nested(), connection.cursor() as cursor:
         cursor.execute(sql, [*claim_params, *params])
         row = cursor.fetchone()
     if row is None:
@@ -111,6 +118,6 @@ def insert_with_attempts(call: ToolCall, attempts: Sequence[Attempt]) -> None:
         f"SELECT c.id, v.* FROM c CROSS JOIN (VALUES {values}) AS v) "
         "SELECT id FROM c"
     )
-    with connection.cursor() as cursor:
+    with _savepoint_if_nested(), connection.cursor() as cursor:
         cursor.execute(sql, [*params, *more])
         rows.mark_saved(call, cursor.fetchone()[0])
