@@ -22,6 +22,7 @@ class RowLoader(Generic[M]):
         self.attnames = [f.attname for f in self.fields]
         self._converters: list[tuple[int, list[Converter], Any]] | None = None
 
+    @functools.cache  # noqa: B019 - loaders live as long as the process
     def columns(self, alias: str) -> str:
         quote = connection.ops.quote_name
         return ", ".join(f"{alias}.{quote(f.column)}" for f in self.fields)
@@ -56,12 +57,14 @@ def _prepared(instance: Model, fields: Sequence[Any], add: bool) -> list[Any]:
     return [f.get_db_prep_save(f.pre_save(instance, add), connection) for f in fields]
 
 
-def insert_fields(model: type[Model], *, skip: Sequence[str] = ()) -> list[Any]:
+@functools.cache
+def insert_fields(model: type[Model], *, skip: tuple[str, ...] = ()) -> tuple[Any, ...]:
     meta = model._meta
-    return [f for f in meta.concrete_fields if f is not meta.auto_field and f.name not in skip]
+    return tuple(f for f in meta.concrete_fields if f is not meta.auto_field and f.name not in skip)
 
 
-def columns(fields: Sequence[Any]) -> str:
+@functools.cache
+def columns(fields: tuple[Any, ...]) -> str:
     return ", ".join(connection.ops.quote_name(f.column) for f in fields)
 
 

@@ -159,7 +159,9 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
 
     try:
         won = store.claim_with_call(call, lease_s=_lease_s(spec), ttl_s=_ttl_s())
-    except IntegrityError:
+    except IntegrityError as exc:
+        if not _is_tool_call_id_clash(exc):
+            raise
         # Another request with this tool_call_id but other args got in first.
         existing = _by_tool_call_id(run, request)
         return _answer_existing(existing, request, prepared.digest, spec)
@@ -255,6 +257,12 @@ def _check_dependencies(run: Run, ids: list[str]) -> list[str]:
             "depends_on", f"unknown tool_call_id in this run: {', '.join(missing)}"
         )
     return [i for i in ids if statuses[i] not in ToolCall.USABLE]
+
+
+def _is_tool_call_id_clash(exc: IntegrityError) -> bool:
+    # PostgreSQL names the constraint; SQLite names the columns.
+    text = str(exc)
+    return "call_run_tool_call_id" in text or "toolops_toolcall.tool_call_id" in text
 
 
 def _by_tool_call_id(run: Run, request: CallRequest) -> ToolCall:
@@ -387,7 +395,9 @@ def _record_unexecuted(call: ToolCall, tokens: _Tokens) -> CallAnswer:
         with transaction.atomic():
             rows.insert([call])
             _charge_run(call.run, attempts=0, tokens=tokens.pending)
-    except IntegrityError:
+    except IntegrityError as exc:
+        if not _is_tool_call_id_clash(exc):
+            raise
         existing = ToolCall.objects.get(run=call.run, tool_call_id=call.tool_call_id)
         if existing.args_digest != call.args_digest or existing.tool != call.tool:
             raise ToolCallConflict(f"tool_call_id {call.tool_call_id!r} is already used") from None
@@ -619,9 +629,11 @@ class _Execution:
                         call, self.rows, fence=fence, fields=_RESULT_FIELDS
                     )
                 _charge_run(self.run, attempts=self.unreserved_attempts, tokens=self.tokens.pending)
-        except IntegrityError:
-            # A read raced by another request with the same tool_call_id.
-            assert request is not None
+        except IntegrityError as exc:
+            # A read raced by another request with the same tool_call_id; anything else
+            # is not ours to explain away.
+            if request is None or not _is_tool_call_id_clash(exc):
+                raise
             existing = _by_tool_call_id(self.run, request)
             return _answer_existing(existing, request, call.args_digest, self.spec)
         if not recorded:
