@@ -28,6 +28,7 @@ from toolops.tools.spec import ToolSpec
 from . import backoff, breaker, claims, feedback, store
 from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .classify import Verdict, classify
+from .keys import client_reference, idempotency_key
 from .reconcile import QueryResult, query_outcome
 from .transport import send
 
@@ -140,8 +141,6 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
         return _record_unexecuted(call, tokens)
 
     assert prepared.canonical is not None and prepared.args is not None
-    from .keys import client_reference, idempotency_key
-
     call.idempotency_key = idempotency_key(
         run_id=str(run.pk), step_index=request.step_index, tool=spec.name,
         canonical_args=prepared.canonical,
