@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+from toolops.executor import breaker
 from toolops.executor.pipeline import CallAnswer, CallRequest
 from toolops.executor.pipeline import call_submit as _call_submit
-from toolops.models import Agent, Run, ToolCall, new_trace_id
+from toolops.executor.settle import call_settle
+from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy, new_trace_id
 
 __all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_submit",
            "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
@@ -115,3 +122,73 @@ def run_abort(*, run: Run, reason: str) -> Run:
     if not changed and run.status not in ABORT_STATES:
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be aborted")
     return run
+
+
+# -- console writes, each audited in Django admin's log in the same transaction ---------
+
+
+def audit(*, by: AbstractBaseUser, obj: Model, flag: int, message: str) -> None:
+    LogEntry.objects.log_actions(
+        user_id=by.pk,
+        queryset=[obj],  # type: ignore[arg-type]
+        action_flag=flag,
+        change_message=message,
+        single_object=True,
+    )
+
+
+def tool_policy_save(*, policy: ToolPolicy, by: AbstractBaseUser, changes: str) -> ToolPolicy:
+    """Save an operator's overrides and audit them in Django admin's log, together."""
+    adding = policy._state.adding
+    with transaction.atomic():
+        policy.updated_by = by  # type: ignore[assignment]
+        policy.save()
+        audit(by=by, obj=policy, flag=ADDITION if adding else CHANGE, message=changes)
+    return policy
+
+
+def call_settle_audited(
+    *,
+    call: ToolCall,
+    by: AbstractBaseUser,
+    succeeded: bool,
+    note: str,
+    result: Any,
+    audit_text: str,
+) -> bool:
+    """Settle an unknown outcome through the executor and audit it in Django admin's log,
+    together. False, with nothing written, when a person or the worker settled it first."""
+    with transaction.atomic():
+        settled = call_settle(call=call, by=by, succeeded=succeeded, note=note, result=result)
+        if settled:
+            audit(by=by, obj=call, flag=CHANGE, message=audit_text)
+    return settled
+
+
+def breaker_force_open_audited(
+    *, tool: str, minutes: int, reason: str, by: AbstractBaseUser
+) -> CircuitBreaker:
+    """Hold the breaker open through the executor and audit it, together."""
+    with transaction.atomic():
+        # force_open creates the row when the breaker never tripped.
+        breaker.force_open(tool=tool, seconds=minutes * 60, reason=reason)
+        row = CircuitBreaker.objects.get(tool=tool)
+        message = f"Forced open for {minutes} min. Reason: {reason}"
+        audit(by=by, obj=row, flag=CHANGE, message=message)
+    return row
+
+
+def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker | None:
+    """Close the breaker through the executor and audit it, together. None: no row, so the
+    breaker never tripped or counted a failure and there is nothing to reset."""
+    with transaction.atomic():
+        # Locked, so the audit's "before" is what the reset replaced.
+        row = CircuitBreaker.objects.select_for_update().filter(tool=tool).first()
+        if row is None:
+            return None
+        before = f"{row.state}{' (forced)' if row.forced else ''}"
+        failures = row.consecutive_failures
+        breaker.reset(tool=tool)
+        message = f"Reset: {before} → closed; consecutive failures {failures} → 0."
+        audit(by=by, obj=row, flag=CHANGE, message=message)
+    return row

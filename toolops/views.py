@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.core.paginator import Paginator
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 from django.db.models import Aggregate, Count, FloatField, Prefetch, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,8 +19,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from toolops.executor import breaker
-from toolops.executor.settle import RECONCILE_MAX_ATTEMPTS, call_settle
+from toolops import services
+from toolops.executor.settle import RECONCILE_MAX_ATTEMPTS
 from toolops.forms import BreakerForceOpenForm, RunFilterForm, SettleUnknownForm, ToolPolicyForm
 from toolops.models import Attempt, CircuitBreaker, IdempotencyRecord, Run, ToolCall, ToolPolicy
 from toolops.permissions import (
@@ -40,7 +39,6 @@ from toolops.tools.catalog import CatalogError
 from toolops.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
     from django.http import HttpRequest
     from django_htmx.middleware import HtmxDetails
 
@@ -298,23 +296,6 @@ def _get_catalog_tool(name: str) -> ToolSpec:
     return spec
 
 
-def tool_policy_update(*, form: ToolPolicyForm, by: AbstractBaseUser) -> ToolPolicy:
-    """Save an operator's overrides and audit them in Django admin's log, together."""
-    adding = form.instance._state.adding
-    with transaction.atomic():
-        policy: ToolPolicy = form.save(commit=False)
-        policy.updated_by = by  # type: ignore[assignment]
-        policy.save()
-        LogEntry.objects.log_actions(
-            user_id=by.pk,
-            queryset=[policy],  # type: ignore[arg-type]
-            action_flag=ADDITION if adding else CHANGE,
-            change_message=form.describe_changes(),
-            single_object=True,
-        )
-    return policy
-
-
 @require_http_methods(["GET", "POST"])
 @console_required
 def tool_policy_edit(request: HtmxHttpRequest, name: str) -> HttpResponse:
@@ -328,7 +309,11 @@ def tool_policy_edit(request: HtmxHttpRequest, name: str) -> HttpResponse:
                 messages.info(request, f"Nothing changed in the policy for {spec.name}.")
                 return redirect("console:tools")
             try:
-                tool_policy_update(form=form, by=request.user)  # type: ignore[arg-type]
+                services.tool_policy_save(
+                    policy=form.save(commit=False),
+                    by=request.user,  # type: ignore[arg-type]
+                    changes=form.describe_changes(),
+                )
             except IntegrityError:
                 # Another operator created this tool's policy between our read and write.
                 form.add_error(None, "Someone else just changed this policy; please retry.")
@@ -403,28 +388,6 @@ def _get_call_for_console(pk: int) -> ToolCall:
     return get_object_or_404(ToolCall.objects.select_related("run__agent", "settled_by"), pk=pk)
 
 
-def call_settle_audited(*, call: ToolCall, form: SettleUnknownForm, by: AbstractBaseUser) -> bool:
-    """Settle an unknown outcome through the executor and audit it in Django admin's log,
-    together. False, with nothing written, when a person or the worker settled it first."""
-    with transaction.atomic():
-        settled = call_settle(
-            call=call,
-            by=by,
-            succeeded=form.succeeded,
-            note=form.cleaned_data["note"],
-            result=form.cleaned_data["result"],
-        )
-        if settled:
-            LogEntry.objects.log_actions(
-                user_id=by.pk,
-                queryset=[call],  # type: ignore[arg-type]
-                action_flag=CHANGE,
-                change_message=form.describe(),
-                single_object=True,
-            )
-    return settled
-
-
 @require_http_methods(["GET", "POST"])
 @console_required
 def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
@@ -435,7 +398,15 @@ def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         form = SettleUnknownForm(request.POST, spec=spec)
         if form.is_valid():
             label = f"{call.tool} ({call.tool_call_id})"
-            if call_settle_audited(call=call, form=form, by=request.user):  # type: ignore[arg-type]
+            settled = services.call_settle_audited(
+                call=call,
+                by=request.user,  # type: ignore[arg-type]
+                succeeded=form.succeeded,
+                note=form.cleaned_data["note"],
+                result=form.cleaned_data["result"],
+                audit_text=form.describe(),
+            )
+            if settled:
                 verdict = "did take effect" if form.succeeded else "did not take effect"
                 messages.success(request, f"Settled {label}: {verdict}. The agent is told so.")
             else:
@@ -577,45 +548,6 @@ def tool_health(request: HtmxHttpRequest) -> HttpResponse:
     return _health_page(request)
 
 
-def breaker_force_open_audited(
-    *, tool: str, minutes: int, reason: str, by: AbstractBaseUser
-) -> CircuitBreaker:
-    """Hold the breaker open through the executor and audit it, together."""
-    with transaction.atomic():
-        # force_open creates the row when the breaker never tripped.
-        breaker.force_open(tool=tool, seconds=minutes * 60, reason=reason)
-        row = CircuitBreaker.objects.get(tool=tool)
-        LogEntry.objects.log_actions(
-            user_id=by.pk,
-            queryset=[row],  # type: ignore[arg-type]
-            action_flag=CHANGE,
-            change_message=f"Forced open for {minutes} min. Reason: {reason}",
-            single_object=True,
-        )
-    return row
-
-
-def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker | None:
-    """Close the breaker through the executor and audit it, together. None: no row, so the
-    breaker never tripped or counted a failure and there is nothing to reset."""
-    with transaction.atomic():
-        # Locked, so the audit's "before" is what the reset replaced.
-        row = CircuitBreaker.objects.select_for_update().filter(tool=tool).first()
-        if row is None:
-            return None
-        before = f"{row.state}{' (forced)' if row.forced else ''}"
-        failures = row.consecutive_failures
-        breaker.reset(tool=tool)
-        LogEntry.objects.log_actions(
-            user_id=by.pk,
-            queryset=[row],  # type: ignore[arg-type]
-            action_flag=CHANGE,
-            change_message=f"Reset: {before} → closed; consecutive failures {failures} → 0.",
-            single_object=True,
-        )
-    return row
-
-
 @require_POST
 @console_required
 def breaker_force_open(request: HtmxHttpRequest, name: str) -> HttpResponse:
@@ -625,7 +557,7 @@ def breaker_force_open(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if not form.is_valid():
         return _health_page(request, bound=form)
     minutes = form.cleaned_data["minutes"]
-    row = breaker_force_open_audited(
+    row = services.breaker_force_open_audited(
         tool=spec.name,
         minutes=minutes,
         reason=form.cleaned_data["reason"],
@@ -645,7 +577,7 @@ def breaker_force_open(request: HtmxHttpRequest, name: str) -> HttpResponse:
 def breaker_reset(request: HtmxHttpRequest, name: str) -> HttpResponse:
     require_breaker_operator(request.user)
     spec = _get_catalog_tool(name)
-    if breaker_reset_audited(tool=spec.name, by=request.user) is None:  # type: ignore[arg-type]
+    if services.breaker_reset_audited(tool=spec.name, by=request.user) is None:  # type: ignore[arg-type]
         messages.info(request, f"The breaker for {spec.name} never tripped: nothing to reset.")
     else:
         messages.success(request, f"Breaker for {spec.name} reset: closed, failure count cleared.")
