@@ -161,14 +161,18 @@ class ToolCall(models.Model):
     # What a dependent call may build on.
     USABLE = (Status.SUCCEEDED, Status.DEGRADED)
 
-    call_id = models.CharField(max_length=40, unique=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    # Index diet: every index is paid on each call's insert and (status changes, so never
+    # a HOT update) on its result. Unique constraints, not unique=True, so PostgreSQL gets
+    # no LIKE-pattern twin it would never use.
+    call_id = models.CharField(max_length=40)
+    # Covered by the (run, tool_call_id) and (run, created_at) indexes.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls", db_index=False)
     tool_call_id = models.CharField(max_length=128)
     step_index = models.PositiveIntegerField()
     tool = models.CharField(max_length=128)
     args = models.JSONField(null=True, blank=True)
     args_digest = models.CharField(max_length=64)
-    idempotency_key = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    idempotency_key = models.CharField(max_length=64, blank=True, default="")
     client_reference = models.CharField(max_length=64, blank=True, default="")
     depends_on = models.JSONField(default=list, blank=True)
     tokens = models.PositiveBigIntegerField(default=0)
@@ -187,17 +191,18 @@ class ToolCall(models.Model):
     next_reconcile_at = models.DateTimeField(null=True, blank=True)
     settled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="+", help_text="The person who settled an unknown outcome by hand.",
+        related_name="+", db_index=False,
+        help_text="The person who settled an unknown outcome by hand.",
     )  # fmt: skip
     settle_note = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["run", "tool_call_id"], name="call_run_tool_call_id")
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="call_run_tool_call_id"),
+            models.UniqueConstraint(fields=["call_id"], name="call_call_id_unique"),
         ]
         indexes = [
             models.Index(fields=["run", "created_at"]),
-            models.Index(fields=["status", "created_at"]),
             models.Index(fields=["tool_call_id"]),
             models.Index(fields=["status", "next_reconcile_at"]),
         ]
@@ -230,7 +235,10 @@ class Attempt(models.Model):
         FAILURE = "failure"  # 5xx, 429, timeout, reset, refused
         NEUTRAL = "neutral"  # other 4xx: the request was wrong, not the tool
 
-    call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="attempt_rows")
+    # Covered by the (call, number) index.
+    call = models.ForeignKey(
+        ToolCall, on_delete=models.CASCADE, related_name="attempt_rows", db_index=False
+    )
     tool = models.CharField(max_length=128, default="")
     health = models.CharField(max_length=8, choices=Health.choices, default=Health.NEUTRAL)
     number = models.PositiveIntegerField()
@@ -266,7 +274,7 @@ class IdempotencyRecord(models.Model):
         CLAIMED = "claimed"
         RECORDED = "recorded"
 
-    key = models.CharField(max_length=64, unique=True)
+    key = models.CharField(max_length=64)
     # The public call_id, not a foreign key: the claim is inserted before its call row,
     # in the same transaction, so that a lost claim writes nothing at all.
     call_ref = models.CharField(max_length=40)
@@ -280,9 +288,13 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["state", "lease_until"]),
+            # The sweep's look for expired leases: open claims only.
+            models.Index(
+                fields=["lease_until"], condition=models.Q(state="claimed"), name="claim_open_lease"
+            ),
             models.Index(fields=["expires_at"]),
         ]
+        constraints = [models.UniqueConstraint(fields=["key"], name="idempotency_key_unique")]
 
     def __str__(self) -> str:
         return self.key
