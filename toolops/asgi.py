@@ -14,6 +14,11 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 # the whole product; a CDN or proxy in front may take them over.
 django_application = ASGIStaticFilesHandler(get_asgi_application())
 
+from toolops.api.middleware import ApiASGIHandler, PathRouter  # noqa: E402
+
+# The executor API gets a handler with a short middleware chain of its own.
+http_application = PathRouter(prefix="/api/", api=ApiASGIHandler(), pages=django_application)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
@@ -96,7 +101,7 @@ async def _too_large(send: Any) -> None:
 application = BodyLimit(
     ProtocolTypeRouter(
         {
-            "http": django_application,
+            "http": http_application,
             "websocket": AllowedHostsOriginValidator(
                 AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
             ),
