@@ -7,7 +7,7 @@ import re
 from django.db import connection
 from django.http import Http404
 
-from toolops.executor import breaker
+from toolops.executor import breaker, claims
 from toolops.models import Agent, Run, ToolCall
 from toolops.rows import RowLoader
 
@@ -21,13 +21,19 @@ def check_id(value: str, what: str) -> None:
 
 
 def run_get_for_agent(
-    *, agent: Agent, run_id: str, tool_call_id: str | None = None, tool: str | None = None
+    *,
+    agent: Agent,
+    run_id: str,
+    tool_call_id: str | None = None,
+    tool: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Run:
     """The agent's own run; another agent's, a missing or a malformed id → 404.
 
     For a call, the same query also reads whether the run already has a call with that
     `tool_call_id` (`run.existing_call_pk`) and the `tool`'s breaker (`run.breaker_state`):
-    two round trips fewer on every call."""
+    two round trips fewer on every call. With `idempotency_key`, it also reads that key's
+    claim and call (`run.claim_hit`), so that a replay is answered by this one query."""
     check_id(run_id, "run")
     # On every call: hand-written, since compiling this query costs more than running it.
     existing = (
@@ -35,17 +41,23 @@ def run_get_for_agent(
         if tool_call_id is not None
         else "NULL"
     )
-    breaker_columns, breaker_join = "", ""
+    columns, joins = "", ""
+    params: list[object] = [tool_call_id] if tool_call_id is not None else []
     if tool is not None:
-        breaker_columns = f", {breaker.state_sql('b')}"
-        breaker_join = "LEFT JOIN toolops_circuitbreaker b ON b.tool = %s "
-    sql = (
-        f"SELECT {_runs.columns('r')}, {existing}{breaker_columns} "
-        f"FROM toolops_run r {breaker_join}WHERE r.agent_id = %s AND r.run_id = %s"
-    )
-    params = [tool_call_id] if tool_call_id is not None else []
-    if tool is not None:
+        columns += f", {breaker.state_sql('b')}"
+        joins += "LEFT JOIN toolops_circuitbreaker b ON b.tool = %s "
         params.append(tool)
+    if idempotency_key is not None:
+        columns += f", {claims.state_sql('k')}, {_calls.columns('kc')}"
+        joins += (
+            'LEFT JOIN toolops_idempotencyrecord k ON k."key" = %s '
+            "LEFT JOIN toolops_toolcall kc ON kc.call_id = k.call_ref "
+        )
+        params.append(idempotency_key)
+    sql = (
+        f"SELECT {_runs.columns('r')}, {existing}{columns} "
+        f"FROM toolops_run r {joins}WHERE r.agent_id = %s AND r.run_id = %s"
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, agent.pk, run_id])
         row = cursor.fetchone()
@@ -55,9 +67,17 @@ def run_get_for_agent(
     extra = row[len(_runs.fields) :]
     if tool_call_id is not None:
         run.existing_call_pk = extra[0]
+    extra = extra[1:]
     if tool is not None:
-        run.breaker_state = tuple(extra[1:])
+        width = len(breaker.STATE_COLUMNS)
+        run.breaker_state, extra = tuple(extra[:width]), extra[width:]
+    if idempotency_key is not None:
+        state = claims.state_from_row(extra[:4])
+        run.claim_hit = None if state is None else (state, _calls.load(extra[4:]))
     return run
+
+
+_calls = RowLoader(ToolCall)
 
 
 _runs = RowLoader(Run)

@@ -14,8 +14,8 @@ from django.utils import timezone
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-from toolops.executor import breaker
-from toolops.executor.pipeline import CallAnswer, CallRequest
+from toolops.executor import breaker, pipeline
+from toolops.executor.pipeline import CallAnswer, CallRequest, Prepared
 from toolops.executor.pipeline import call_submit as _call_submit
 from toolops.executor.settle import call_settle
 from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy, new_trace_id
@@ -72,8 +72,18 @@ def run_create(
     return run, True
 
 
-def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
-    answer = _call_submit(run=run, request=request)
+def call_prepare(*, request: CallRequest) -> Prepared:
+    return pipeline.prepare(request)
+
+
+def call_write_key(
+    *, agent: Agent, run_id: str, request: CallRequest, prepared: Prepared
+) -> str | None:
+    return pipeline.write_key(agent_id=agent.pk, run_id=run_id, request=request, prepared=prepared)
+
+
+def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
+    answer = _call_submit(run=run, request=request, prepared=prepared)
     if answer.call.is_waiting and request.wait > 0:
         answer.call = call_wait(call=answer.call, seconds=request.wait)
     return answer

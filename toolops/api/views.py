@@ -149,13 +149,20 @@ class CallCreateApi(APIView):
         selectors.check_id(run_id, "run")
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        call_request = services.CallRequest(**data.validated_data)
+        prepared = services.call_prepare(request=call_request)
+        # One query reads the run, the tool's breaker, an earlier call with this
+        # tool_call_id and, for a write, the claim of its key: a replay needs no other.
         run = selectors.run_get_for_agent(
             agent=request.user,
             run_id=run_id,
-            tool_call_id=data.validated_data.get("tool_call_id"),
-            tool=data.validated_data["tool"],
+            tool_call_id=call_request.tool_call_id,
+            tool=call_request.tool,
+            idempotency_key=services.call_write_key(
+                agent=request.user, run_id=run_id, request=call_request, prepared=prepared
+            ),
         )
-        answer = services.call_submit(run=run, request=services.CallRequest(**data.validated_data))
+        answer = services.call_submit(run=run, request=call_request, prepared=prepared)
         call = answer.call
         call.run = run
         return Response(

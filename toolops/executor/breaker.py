@@ -50,8 +50,8 @@ def health_of(outcome: Outcome) -> str:
     return Health.NEUTRAL
 
 
-_KEYS = ("tool", "state", "consecutive_failures", "open_until", "probe_until", "forced", "due",
-         "probe_lapsed")  # fmt: skip
+STATE_COLUMNS = ("tool", "state", "consecutive_failures", "open_until", "probe_until",
+                 "forced", "due", "probe_lapsed")  # fmt: skip
 NOT_READ = object()
 
 
@@ -79,7 +79,7 @@ def admit(spec: ToolSpec, known: object = NOT_READ) -> Admission:
     found = read_state(spec.name) if known is NOT_READ else known
     row = None
     if isinstance(found, tuple) and found[0] is not None:
-        row = dict(zip(_KEYS, found, strict=True))
+        row = dict(zip(STATE_COLUMNS, found, strict=True))
         row["open_until"] = _as_datetime(row["open_until"])
         row["probe_until"] = _as_datetime(row["probe_until"])
     if row is None or (row["state"] == State.CLOSED):

@@ -4,6 +4,7 @@ clocks drift; the database's is the one they all share)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import connection
@@ -56,6 +57,20 @@ class ClaimState:
     fence: int
     call_ref: str
     lease_expired: bool
+
+
+def state_sql(alias: str) -> str:
+    """The claim columns ClaimState needs, for a query that reads them with others."""
+    return f"{alias}.state, {alias}.fence, {alias}.call_ref, {alias}.lease_until < {now_sql()}"
+
+
+def state_from_row(row: Sequence[object]) -> ClaimState | None:
+    state, fence, call_ref, expired = row
+    if state is None:
+        return None
+    return ClaimState(
+        state=str(state), fence=int(fence), call_ref=str(call_ref), lease_expired=bool(expired)
+    )
 
 
 def peek(*, key: str) -> ClaimState | None:

@@ -76,7 +76,7 @@ class CallAnswer:
 
 
 @dataclass
-class _Prepared:
+class Prepared:
     spec: ToolSpec | None
     args: dict[str, Any] | None
     digest: str
@@ -99,14 +99,42 @@ def _is_decimal(value: object) -> bool:
         raise ValueError(f"{value!r} is not a decimal number") from None
 
 
-def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
+def write_key(
+    *, agent_id: int, run_id: str, request: CallRequest, prepared: Prepared
+) -> str | None:
+    """The idempotency key of a write that will be claimed; None for anything else.
+
+    `sha256(run : step_index : tool : canonical_args)`, the run named by its agent and
+    run_id: two agents may both call a run `r-1`, and must never share keys."""
+    spec = prepared.spec
+    if spec is None or spec.is_read or prepared.problem is not None:
+        return None
+    assert prepared.canonical is not None
+    return idempotency_key(
+        run_id=f"{agent_id}/{run_id}", step_index=request.step_index, tool=spec.name,
+        canonical_args=prepared.canonical,
+    )  # fmt: skip
+
+
+def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
     _ensure_running(run)
-    prepared = _prepare(run, request)
+    prepared = prepared or prepare(request)
 
     if request.tool_call_id:
         existing = _existing_call(run, request.tool_call_id)
         if existing is not None:
             return _answer_existing(existing, request, prepared.digest, prepared.spec)
+
+    key = write_key(agent_id=run.agent_id, run_id=run.run_id, request=request, prepared=prepared)
+    hit = getattr(run, "claim_hit", None)
+    if key is not None and hit is not None:
+        # A replay, seen by the run's own query: answered without another statement.
+        state, recorded = hit
+        recorded.run = run
+        if state.state == "recorded":
+            return CallAnswer(recorded, replayed=True)
+        assert prepared.spec is not None
+        return _follow(run=run, spec=prepared.spec, key=key, wait=request.wait)
 
     dependency_failures = _check_dependencies(run, request.depends_on)
 
@@ -141,8 +169,9 @@ def call_submit(*, run: Run, request: CallRequest) -> CallAnswer:
         return _record_unexecuted(call, tokens)
 
     assert prepared.canonical is not None and prepared.args is not None
-    call.idempotency_key = idempotency_key(
-        run_id=str(run.pk), step_index=request.step_index, tool=spec.name,
+    # Reads carry a key too (API.md: Idempotency-Key is always sent), made the same way.
+    call.idempotency_key = key or idempotency_key(
+        run_id=f"{run.agent_id}/{run.run_id}", step_index=request.step_index, tool=spec.name,
         canonical_args=prepared.canonical,
     )  # fmt: skip
     call.client_reference = client_reference(call.idempotency_key)
@@ -209,13 +238,15 @@ def _existing_call(run: Run, tool_call_id: str) -> ToolCall | None:
     return ToolCall.objects.select_related("run").filter(run=run, tool_call_id=tool_call_id).first()
 
 
-def _prepare(run: Run, request: CallRequest) -> _Prepared:
+def prepare(request: CallRequest) -> Prepared:
+    """The request's tool, args (as sent, made to fit the schema) and canonical form.
+    Needs no database, so the API can make the key before it looks the run up."""
     spec = registry.get(request.tool, include_internal=False)
     try:
         raw = parse_args(request.args)
     except ArgsError as exc:
         text = request.args if isinstance(request.args, str) else repr(request.args)
-        return _Prepared(spec, None, digest(text.encode()), None, exc.message)
+        return Prepared(spec, None, digest(text.encode()), None, exc.message)
     schema = spec.params_schema if spec else None
     # The tool receives the args as sent (made to fit the schema); the key is made from
     # their canonical form, so model jitter does not change it.
@@ -223,9 +254,9 @@ def _prepare(run: Run, request: CallRequest) -> _Prepared:
     try:
         canonical = canonical_json(normalize(raw, schema))
     except ArgsError as exc:
-        return _Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
+        return Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
     problem = _schema_problem(spec, args) if spec else None
-    return _Prepared(spec, args, digest(canonical), canonical, problem)
+    return Prepared(spec, args, digest(canonical), canonical, problem)
 
 
 def _schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
