@@ -12,6 +12,7 @@ from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools import registry
 from toolops.tools.spec import Mapping, ToolSpec
 
+from . import breaker
 from .transport import send
 
 QUERY_TRIES = 2
@@ -55,6 +56,11 @@ def query_outcome(
     qargs = resolve_mapping(spec.query, spec, call)
     rows: list[Attempt] = []
     for n in range(1, QUERY_TRIES + 1):
+        # The query tool has a breaker of its own, shared with every process: while it is
+        # open, nothing is sent and the outcome stays unknown for a later look.
+        admission = breaker.admit(qspec)
+        if not admission.allowed:
+            break
         span_id = new_span_id()
         started = timezone.now()
         t0 = time.perf_counter()
@@ -73,6 +79,8 @@ def query_outcome(
                 purpose="reconcile",
             )  # fmt: skip
         )
+        rows[-1].health = breaker.health_of(outcome)
+        breaker.report(qspec, admission, rows[-1].health)
         if outcome.ok:
             return QueryResult.FOUND, outcome.body, rows
         if outcome.status == 404:

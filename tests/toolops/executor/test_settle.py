@@ -16,9 +16,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
-from toolops.executor import settle
+from toolops.executor import breaker, settle
 from toolops.executor.settle import RECONCILE_MAX_ATTEMPTS, call_reconcile, call_settle
-from toolops.models import Attempt, ToolCall
+from toolops.models import Attempt, CircuitBreaker, ToolCall
 from toolops.tasks import reconcile_unknown_calls
 
 from .helpers import allow_without_approval, call_ok, charge_noquery, start_run
@@ -190,7 +190,10 @@ def test_it_keeps_asking_with_growing_delays_while_the_query_fails(
         assert row.reconcile_attempts == look
         assert row.next_reconcile_at is not None
         delays.append((row.next_reconcile_at - started).total_seconds())
-        assert len(shop.requests("/orders/lookup")) > lookups_before
+        # Each look asks again — until the query tool's own breaker opens on its failures,
+        # and then it stops sending, like every other process.
+        query_open = CircuitBreaker.objects.filter(tool="query_order", state="open").exists()
+        assert len(shop.requests("/orders/lookup")) > lookups_before or query_open
     # Backoff: every look waits longer than the one before, and none comes back at once.
     assert delays[0] >= 5, delays
     assert delays[0] < delays[1] < delays[2], delays
@@ -446,3 +449,28 @@ def test_settling_a_call_that_is_not_unknown_changes_nothing(
 
     assert settled is False
     assert snapshot(row) == before
+
+
+def test_it_does_not_ask_a_query_tool_whose_breaker_is_open(
+    api: Any, shop: Any, catalog: Any
+) -> None:
+    """The worker shares the web processes' breakers: an open breaker on the query tool
+    means no request, and the call stays unknown for a later look."""
+    catalog("")
+    allow_without_approval("create_order")
+    start_run(api)
+    shop.fault("/orders", timeout_next=1, hang_s=3)
+    shop.fault("/orders/lookup", fail_next=10, fail_status=503)
+    body = call_ok(
+        api, step_index=0, tool="create_order", args={"sku": "A12", "qty": 1, "amount": "5.00"}
+    )
+    assert body["status"] == "unknown"
+    shop.fault("/orders/lookup")
+    looks_before = len(shop.requests("/orders/lookup"))
+    breaker.force_open(tool="query_order", seconds=600, reason="test")
+    ToolCall.objects.filter(call_id=body["call_id"]).update(
+        next_reconcile_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert call_reconcile(call_pk=ToolCall.objects.get(call_id=body["call_id"]).pk) == "unknown"
+    assert len(shop.requests("/orders/lookup")) == looks_before
