@@ -115,10 +115,6 @@ class Run(models.Model):
         return self.run_id
 
     @property
-    def is_ended(self) -> bool:
-        return self.status != self.Status.RUNNING
-
-    @property
     def has_limits(self) -> bool:
         """Only a limited run keeps usage counters on its row (they enforce the budget);
         an unlimited run's usage is summed from its calls, sparing a hot row update."""

@@ -43,14 +43,6 @@ def claim_sql(
     return sql, [key, call_ref, tool, param(lease_s), param(ttl_s)]  # type: ignore[operator]
 
 
-def claim(*, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float) -> bool:
-    """True when this request won the right to call the downstream."""
-    sql, params = claim_sql(key=key, call_ref=call_ref, tool=tool, lease_s=lease_s, ttl_s=ttl_s)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is not None
-
-
 @dataclass(frozen=True)
 class ClaimState:
     state: str
