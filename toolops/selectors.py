@@ -48,7 +48,7 @@ def run_get_for_agent(
         joins += "LEFT JOIN toolops_circuitbreaker b ON b.tool = %s "
         params.append(tool)
     if idempotency_key is not None:
-        columns += f", {claims.state_sql('k')}, {_calls.columns('kc')}"
+        columns += f", {claims.with_call_sql('k', 'kc')}"
         joins += (
             'LEFT JOIN toolops_idempotencyrecord k ON k."key" = %s '
             "LEFT JOIN toolops_toolcall kc ON kc.call_id = k.call_ref "
@@ -72,12 +72,8 @@ def run_get_for_agent(
         width = len(breaker.STATE_COLUMNS)
         run.breaker_state, extra = tuple(extra[:width]), extra[width:]
     if idempotency_key is not None:
-        state = claims.state_from_row(extra[:4])
-        run.claim_hit = None if state is None else (state, _calls.load(extra[4:]))
+        run.claim_hit = claims.with_call_from_row(extra)
     return run
-
-
-_calls = RowLoader(ToolCall)
 
 
 _runs = RowLoader(Run)

@@ -110,30 +110,29 @@ def admit(spec: ToolSpec, known: object = NOT_READ) -> Admission:
     return Admission(allowed=False, available_at=until)
 
 
-def report(spec: ToolSpec, admission: Admission, health: str) -> Admission:
-    """Record one attempt's health; returns the admission for the next attempt."""
+def report(spec: ToolSpec, admission: Admission, health: str) -> None:
+    """Record one attempt's health: reset the failure count, or count a failure and trip
+    the breaker when a threshold is passed. The next attempt is admitted afresh."""
     if health == Health.SUCCESS:
         if admission.dirty:
             CircuitBreaker.objects.filter(tool=spec.name, forced=False).update(
                 state=State.CLOSED, consecutive_failures=0, open_until=None, probe_until=None,
                 reason="",
             )  # fmt: skip
-        return Admission(allowed=True)
+        return
     if health != Health.FAILURE:
-        return admission
+        return
     config = spec.breaker
     if admission.probe:
         _trip(spec, "the half-open probe failed", from_states=(State.HALF_OPEN,))
-        return Admission(allowed=False)
+        return
     failures = _count_failure(spec.name)
     if failures >= config.consecutive_failures:
         _trip(spec, f"{failures} consecutive failures")
-        return Admission(allowed=False)
+        return
     rate = _window_rate(spec)
     if rate is not None:
         _trip(spec, f"{rate:.0%} of attempts failed in the last {config.window_s:g} s")
-        return Admission(allowed=False)
-    return Admission(allowed=True, dirty=True)
 
 
 def _count_failure(tool: str) -> int:

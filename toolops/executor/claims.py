@@ -65,31 +65,27 @@ def state_from_row(row: Sequence[object]) -> ClaimState | None:
     )
 
 
-def peek(*, key: str) -> ClaimState | None:
-    sql = f'SELECT state, fence, call_ref, lease_until < {now_sql()} FROM {TABLE} WHERE "key" = %s'
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    return ClaimState(state=row[0], fence=row[1], call_ref=row[2], lease_expired=bool(row[3]))
+def with_call_sql(claim: str, call: str) -> str:
+    """The columns of a claim and of its call, for `with_call_from_row`."""
+    return f"{state_sql(claim)}, {_calls.columns(call)}"
+
+
+def with_call_from_row(row: Sequence[object]) -> tuple[ClaimState, ToolCall] | None:
+    """A claim and its call from `with_call_sql` columns; None when there is no claim."""
+    state = state_from_row(row[:4])
+    return None if state is None else (state, _calls.load(row[4:]))
 
 
 def peek_with_call(*, key: str) -> tuple[ClaimState, ToolCall] | None:
     """The claim and its call in one query: a replay's whole answer, usually."""
     sql = (
-        f"SELECT {_calls.columns('c')}, r.state, r.fence, r.call_ref, "
-        f"r.lease_until < {now_sql()} FROM {TABLE} r "
+        f"SELECT {with_call_sql('r', 'c')} FROM {TABLE} r "
         'JOIN toolops_toolcall c ON c.call_id = r.call_ref WHERE r."key" = %s'
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [key])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    *call_values, state, fence, call_ref, expired = row
-    claim = ClaimState(state=state, fence=fence, call_ref=call_ref, lease_expired=bool(expired))
-    return claim, _calls.load(call_values)
+    return None if row is None else with_call_from_row(row)
 
 
 def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:

@@ -344,12 +344,12 @@ def _follow(*, run: Run, spec: ToolSpec, key: str, wait: float) -> CallAnswer:
 def recover_stale_claim(*, key: str) -> ToolCall | None:
     """Settle a claim whose holder died (the periodic sweep): the same path a duplicate
     request takes when it finds the lease expired. None when there was nothing to do."""
-    state = claims.peek(key=key)
-    if state is None or state.state != "claimed" or not state.lease_expired:
+    found = claims.peek_with_call(key=key)
+    if found is None:
         return None
-    call = ToolCall.objects.select_related("run").filter(call_id=state.call_ref).first()
-    spec = registry.get(call.tool) if call is not None else None
-    if call is None or spec is None:
+    state, call = found
+    spec = registry.get(call.tool)
+    if state.state != "claimed" or not state.lease_expired or spec is None:
         return None
     fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=_lease_s(spec))
     if fence is None:
