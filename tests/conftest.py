@@ -172,5 +172,25 @@ def toolops_server(transactional_db: None, shop: Shop) -> Iterator[Any]:
         server.stop()
 
 
+@pytest.fixture
+def worker(transactional_db: None, shop: Shop, tmp_path: Path) -> Iterator[Any]:
+    """Start real Celery workers: `worker(**env)` → tests.worker.Worker. Every worker of a
+    test shares one data directory, hence one broker (a restarted worker reads the queue
+    its predecessor left)."""
+    from tests.worker import Worker  # it imports this module
+
+    started: list[Worker] = []
+
+    def start(**env: str) -> Worker:
+        w = Worker(tmp_path / "var", **env)
+        started.append(w)
+        return w
+
+    yield start
+    # Stopped before the test database is flushed.
+    for w in started:
+        w.stop()
+
+
 def chromium_path() -> str | None:
     return shutil.which("chromium")

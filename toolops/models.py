@@ -125,6 +125,13 @@ class Run(models.Model):
         return max(0.0, (end - self.created_at).total_seconds())
 
 
+class ToolCallQuerySet(models.QuerySet["ToolCall"]):
+    def agent_calls(self) -> ToolCallQuerySet:
+        """The agent's own calls: what the API, the summary and the budget count (not the
+        worker's undo calls)."""
+        return self.filter(role=ToolCall.Role.CALL)
+
+
 class ToolCall(models.Model):
     class Status(models.TextChoices):
         SUCCEEDED = "succeeded"
@@ -152,6 +159,10 @@ class ToolCall(models.Model):
         RESULT_INVALID = "result_invalid"
         REJECTED = "rejected"
         EXPIRED = "expired"
+
+    class Role(models.TextChoices):
+        CALL = "call", "agent's call"
+        UNDO = "undo", "compensation"
 
     WAITING = (Status.PENDING_APPROVAL, Status.IN_PROGRESS)
     # What a dependent call may build on.
@@ -191,6 +202,11 @@ class ToolCall(models.Model):
         help_text="The person who settled an unknown outcome by hand.",
     )  # fmt: skip
     settle_note = models.TextField(blank=True, default="")
+    # An undo call is the worker's, not the agent's: it is not one of the run's calls in
+    # the API, its summary or its budget (compensations/ owns it).
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.CALL)
+
+    objects = ToolCallQuerySet.as_manager()
 
     class Meta:
         constraints = [

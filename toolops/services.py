@@ -14,6 +14,7 @@ from django.utils import timezone
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
+from compensations import services as compensation_services
 from toolops.executor import breaker, pipeline
 from toolops.executor.pipeline import CallAnswer, CallRequest, Prepared
 from toolops.executor.pipeline import call_submit as _call_submit
@@ -101,14 +102,18 @@ def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
 
 
 def run_complete(*, run: Run) -> Run:
-    """Complete a run; its registered compensations are discarded."""
+    """Complete a run; its registered compensations are discarded, in the same
+    transaction."""
     if run.status == Run.Status.COMPLETED:
         return run
     if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be completed")
-    changed = Run.objects.filter(
-        pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
-    ).update(status=Run.Status.COMPLETED, ended_at=timezone.now())
+    with transaction.atomic():
+        changed = Run.objects.filter(
+            pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
+        ).update(status=Run.Status.COMPLETED, ended_at=timezone.now())
+        if changed:
+            compensation_services.runs_discard(run_pks=[run.pk])
     run.refresh_from_db()
     if not changed and run.status != Run.Status.COMPLETED:
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be completed")
@@ -119,18 +124,33 @@ ABORT_STATES = (Run.Status.ABORTING, Run.Status.ABORTED, Run.Status.COMPENSATION
 
 
 def run_abort(*, run: Run, reason: str) -> Run:
-    """Abort a run. With nothing registered to compensate it ends `aborted` at once;
-    compensations (when registered) are run by the worker, newest first."""
+    """Abort a run: `aborting` while the worker runs its compensations, newest first
+    (enqueued when this commits); `aborted` at once when it has none."""
     if run.status in ABORT_STATES:
         return run
     if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be aborted")
-    changed = Run.objects.filter(
-        pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
-    ).update(status=Run.Status.ABORTED, ended_at=timezone.now(), end_reason=reason[:2000])
+    with transaction.atomic():
+        changed = Run.objects.filter(
+            pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
+        ).update(status=Run.Status.ABORTING, end_reason=reason[:2000])
+        if changed and not compensation_services.compensations_start(run=run):
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.ABORTED, ended_at=timezone.now())
     run.refresh_from_db()
     if not changed and run.status not in ABORT_STATES:
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be aborted")
+    return run
+
+
+def run_abort_audited(*, run: Run, reason: str, by: AbstractBaseUser) -> Run:
+    """An operator aborts a run from the console; audited with the abort, together."""
+    with transaction.atomic():
+        before = run.status
+        run = run_abort(run=run, reason=reason)
+        if before != run.status:
+            audit(
+                by=by, obj=run, flag=CHANGE, message=f"Aborted ({before} → {run.status}): {reason}"
+            )
     return run
 
 

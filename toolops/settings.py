@@ -230,8 +230,18 @@ if CELERY_BROKER_URL == "filesystem://":
         "store_processed": False,
         "control_folder": str(BROKER_DIR / "control"),
     }
+else:
+    # Redis (and SQS) redeliver a message that was not acknowledged within the visibility
+    # timeout: keep it well above the longest task (a run's undos, each up to 5 attempts
+    # with waits capped at 30 s), or a slow saga would be delivered twice while it runs.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
 CELERY_TASK_IGNORE_RESULT = True
+# Delivery the saga can trust: a message is acknowledged only after its task finished
+# (late acks), handed back when the worker process dies mid-task (reject on worker lost),
+# and a worker holds one message at a time (prefetch 1), so a crash strands no others.
+# Tasks are safe to run twice; the database, not the broker, says what is left to do.
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
@@ -243,11 +253,18 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-unknown-calls": {"task": "toolops.tasks.reconcile_unknown_calls", "schedule": 10.0},
     # Claims whose holder died past its lease (default 30 s): found within a minute.
     "sweep-stale-claims": {"task": "toolops.tasks.sweep_stale_claims", "schedule": 30.0},
+    # Compensations a lost message or a dead worker left behind: woken again.
+    "sweep-compensations": {
+        "task": "compensations.tasks.sweep_compensations",
+        "schedule": envfloat("TOOLOPS_COMPENSATION_SWEEP_S", 15.0),
+    },
 }
 
 # ToolOps' own knobs.
 TOOLOPS_TOOLS_FILE = os.getenv("TOOLOPS_TOOLS_FILE", "")
 TOOLOPS_CLAIM_LEASE_S = envfloat("TOOLOPS_CLAIM_LEASE_S", 30.0)
+# A queued compensation nobody picked up within this is woken again by the sweep.
+TOOLOPS_COMPENSATION_GRACE_S = envfloat("TOOLOPS_COMPENSATION_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
 TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
 TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", None)

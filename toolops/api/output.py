@@ -39,8 +39,10 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
 
 
 def run_out(run: Run) -> dict[str, Any]:
+    from compensations.selectors import run_compensations
+
     run_check_deadline(run)
-    calls = list(run.calls.all().order_by("created_at", "pk"))
+    calls = list(run.calls.agent_calls().order_by("created_at", "pk"))
     for call in calls:
         call.run = run  # spare one query per call in call_out
     limited = run.has_limits
@@ -62,7 +64,7 @@ def run_out(run: Run) -> dict[str, Any]:
         "last_succeeded_tool_call_id": last_succeeded(calls),
         "summary": run_summary(calls),
         "calls": [call_out(c) for c in calls],
-        "compensations": [],
+        "compensations": run_compensations(run=run) if calls else [],
         "created_at": iso(run.created_at),
         "ended_at": iso(run.ended_at),
     }

@@ -11,10 +11,19 @@ def ceiling(*, retry_number: int, base_s: float, cap_s: float) -> float:
 
 
 def delay(
-    *, retry_number: int, base_s: float, cap_s: float, retry_after: float | None = None
+    *,
+    retry_number: int,
+    base_s: float,
+    cap_s: float,
+    retry_after: float | None = None,
+    jitter: str = "full",
 ) -> float:
-    """Full jitter spreads retrying clients apart; a server's Retry-After is a floor."""
-    wait = random.uniform(0.0, ceiling(retry_number=retry_number, base_s=base_s, cap_s=cap_s))
+    """Full jitter spreads retrying clients apart; a server's Retry-After is a floor.
+    Equal jitter (half the ceiling, plus up to half again) keeps each wait at least as
+    long as the last: for a lone worker retrying an undo, where growing waits matter
+    more than spreading a herd."""
+    top = ceiling(retry_number=retry_number, base_s=base_s, cap_s=cap_s)
+    wait = random.uniform(0.0, top) if jitter == "full" else random.uniform(top / 2, top)
     if retry_after is not None:
         wait = max(wait, retry_after)
     return wait

@@ -24,8 +24,11 @@ class QueryResult(enum.Enum):
     FAILED = "failed"
 
 
-def resolve_mapping(mapping: Mapping, spec: ToolSpec, call: ToolCall) -> dict[str, Any]:
-    """Args for a query or compensation tool, mapped from the original call."""
+def resolve_mapping(
+    mapping: Mapping, spec: ToolSpec, call: ToolCall, missing: list[str] | None = None
+) -> dict[str, Any]:
+    """Args for a query or compensation tool, mapped from the original call. A path that
+    finds nothing maps to None, and is named in `missing` when the caller passes a list."""
     args = call.args or {}
     if mapping.args is None:
         mapped = {k: args[k] for k in spec.business_key if k in args}
@@ -39,6 +42,8 @@ def resolve_mapping(mapping: Mapping, spec: ToolSpec, call: ToolCall) -> dict[st
             value: Any = args if source == "args" else (call.result or {})
             for part in dotted.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
+            if value is None and missing is not None:
+                missing.append(path)
             out[name] = value
         else:
             out[name] = path

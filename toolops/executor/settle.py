@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from compensations import services as compensation_services
 from toolops.models import Attempt, IdempotencyRecord, ToolCall
 from toolops.tools import registry
 
@@ -56,11 +57,15 @@ def call_reconcile(*, call_pk: int) -> str:
         Attempt.objects.bulk_create(rows)
         pending = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN)
         if outcome is QueryResult.FOUND:
-            pending.update(
+            settled = pending.update(
                 status=Status.SUCCEEDED, result=found, error_class="", error_reason="",
                 error_message="", feedback=feedback.reconciled(spec.name, query),
                 finished_at=timezone.now(), next_reconcile_at=None,
             )  # fmt: skip
+            if settled:
+                # Never a success without its undo: registered in the same transaction.
+                call.status, call.result = Status.SUCCEEDED, found
+                compensation_services.compensation_register(call=call, spec=spec)
             return "succeeded"
         if outcome is QueryResult.NOT_FOUND:
             # The write provably did not happen. The agent was told not to retry, so the
@@ -105,7 +110,12 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
             error_message=f"settled as failed by a person: {note.strip()[:200]}",
             feedback=feedback.settled(call.tool, succeeded=False),
         )  # fmt: skip
-    return ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(**fields) == 1
+    with transaction.atomic():
+        settled = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(**fields) == 1
+        if settled and succeeded:
+            call.status, call.result = Status.SUCCEEDED, result
+            compensation_services.compensation_register(call=call, spec=registry.get(call.tool))
+    return settled
 
 
 def stale_claim_keys(*, limit: int = 50) -> list[str]:

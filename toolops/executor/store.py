@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from django.db import connection, transaction
+from django.db.models import Model
 
 from toolops import rows
 from toolops.models import Attempt, ToolCall
@@ -64,15 +65,23 @@ def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
 
 
 def record_result(
-    call: ToolCall, attempts: Sequence[Attempt], *, fence: int | None, fields: Sequence[str]
+    call: ToolCall,
+    attempts: Sequence[Attempt],
+    *,
+    fence: int | None,
+    fields: Sequence[str],
+    also: Sequence[Model] = (),
 ) -> bool:
     """Write a claimed call's result and its attempts. The result lands only while our
-    fence holds the claim (False otherwise); the attempts happened, so they land anyway."""
+    fence holds the claim (False otherwise); the attempts happened, so they land anyway.
+    `also`: rows (of one model) that land with the result, and only with it — the
+    compensation a successful write registers."""
     if not _cte_ready():
         with transaction.atomic():
             recorded = fence is None or claims.record(key=call.idempotency_key, fence=fence)
             if recorded:
                 rows.update(call, fields)
+                rows.insert(also)
             rows.insert(attempts)
         return recorded
     ctes: list[str] = []
@@ -91,6 +100,15 @@ def record_result(
         values, more = rows.values_sql(attempts, attempt_fields)
         ctes.append(
             f"ins AS (INSERT INTO {ATTEMPT_TABLE} ({rows.columns(attempt_fields)}) VALUES {values})"
+        )
+        params += more
+    if also:
+        also_fields = rows.insert_fields(type(also[0]))
+        values, more = rows.values_sql(also, also_fields, typed=True)
+        table = connection.ops.quote_name(also[0]._meta.db_table)
+        ctes.append(
+            f"also AS (INSERT INTO {table} ({rows.columns(also_fields)}) "
+            f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM upd))"
         )
         params += more
     with connection.cursor() as cursor:

@@ -12,8 +12,16 @@ from .classify import Outcome
 
 
 def send(
-    spec: ToolSpec, call: ToolCall, run: Run, args: dict[str, Any], *, attempt: int, span_id: str
+    spec: ToolSpec,
+    call: ToolCall,
+    run: Run,
+    args: dict[str, Any],
+    *,
+    attempt: int,
+    span_id: str,
+    trace_id: str | None = None,
 ) -> Outcome:
+    """`trace_id`: the run's by default; a compensation's spans start a trace of their own."""
     if spec.func is not None:
         return local.call(spec.func, args, timeout_s=spec.timeout_s)
     assert spec.url is not None
@@ -24,7 +32,7 @@ def send(
         # Always sent; `idempotency_header` only says whether the downstream honours it.
         "Idempotency-Key": call.idempotency_key or "",
         # The attempt's own span is the parent: each attempt carries a different parent id.
-        "traceparent": f"00-{run.trace_id}-{span_id}-01",
+        "traceparent": f"00-{trace_id or run.trace_id}-{span_id}-01",
         "X-Toolops-Run-Id": run.run_id,
         "X-Toolops-Tool-Call-Id": call.tool_call_id,
         "X-Toolops-Attempt": str(attempt),

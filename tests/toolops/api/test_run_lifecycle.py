@@ -183,7 +183,6 @@ def test_it_aborts_a_budget_exhausted_run(api: APIClient, shop: Shop) -> None:
     assert body(response)["status"] in ("aborting", "aborted")
 
 
-@pytest.mark.xfail(strict=True, reason="Compensations are not registered yet (saga issue).")
 def test_it_discards_registered_compensations_on_complete(api: APIClient, shop: Shop) -> None:
     create_run(api)
     call = post_call(

@@ -1,0 +1,85 @@
+"""Reads of the saga that check access or shape answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from compensations.forms import AGES
+from compensations.models import Compensation, Ticket
+from toolops.models import Attempt, Run, ToolCall
+
+
+def run_compensations(*, run: Run) -> list[dict[str, Any]]:
+    """The run's compensations as API.md shows them, in registration order."""
+    rows = (
+        Compensation.objects.filter(run=run)
+        .order_by("pk")
+        .values_list("tool", "status", "call__tool_call_id")
+    )
+    return [{"tool": t, "status": s, "for_tool_call_id": tc} for t, s, tc in rows]
+
+
+# -- the support desk ---------------------------------------------------------------------
+
+QUEUE_LIMIT = 200
+
+
+def ticket_queue(*, filters: dict[str, Any], user: Any) -> QuerySet[Ticket]:
+    """Tickets matching the desk's filters, oldest first (the longest wait is first)."""
+    tickets = Ticket.objects.select_related("run", "assignee", "compensation__call")
+    status = filters.get("status", "open")
+    if status != "all":
+        tickets = tickets.filter(status=status)
+    if filters.get("tool"):
+        tickets = tickets.filter(tool=filters["tool"])
+    if filters.get("age") in AGES:
+        tickets = tickets.filter(opened_at__lte=timezone.now() - AGES[filters["age"]])
+    if filters.get("assignee") == "none":
+        tickets = tickets.filter(assignee__isnull=True)
+    elif filters.get("assignee"):
+        tickets = tickets.filter(assignee__username=filters["assignee"])
+    if filters.get("mine"):
+        tickets = tickets.filter(assignee=user)
+    return tickets.order_by("opened_at", "pk")
+
+
+def ticket_counts() -> dict[str, int]:
+    """Tickets per status, and the open ones nobody holds, in one query."""
+    return Ticket.objects.aggregate(
+        open=Count("pk", filter=Q(status=Ticket.Status.OPEN)),
+        closed=Count("pk", filter=Q(status=Ticket.Status.CLOSED)),
+        unassigned=Count("pk", filter=Q(status=Ticket.Status.OPEN, assignee__isnull=True)),
+    )
+
+
+@dataclass
+class Round:
+    """One round of an undo: the executor call and its attempts."""
+
+    number: int
+    call: ToolCall
+    attempts: list[Attempt]
+
+
+def ticket_rounds(*, ticket: Ticket) -> list[Round]:
+    """Every round of the ticket's compensation, oldest first, with its attempts."""
+    prefix = f"~undo:{ticket.compensation.call.call_id}:"
+    calls = (
+        ToolCall.objects.filter(
+            run_id=ticket.run_id, role=ToolCall.Role.UNDO, tool_call_id__startswith=prefix
+        )
+        .prefetch_related("attempt_rows")
+        .order_by("created_at", "pk")
+    )
+    return [
+        Round(
+            number=int(c.tool_call_id.rsplit(":", 1)[1]),
+            call=c,
+            attempts=list(c.attempt_rows.all()),
+        )
+        for c in calls
+    ]

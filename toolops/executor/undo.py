@@ -1,0 +1,115 @@
+"""One round of a compensation, as an ordinary executor call of the undo tool: its own
+idempotency key and claim, attempts, spans and breaker (API.md "Tool catalog file").
+
+The worker calls this; it knows nothing of compensation records (compensations/ owns
+those). The key is the same on every round and every re-send, so a downstream that
+honours Idempotency-Key applies the undo once; a claim whose holder died is taken over
+after its lease and resumed exactly as a duplicate request would resume it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from toolops.models import Run, ToolCall
+from toolops.tools import registry
+from toolops.tools.spec import ToolSpec
+
+from . import claims, feedback, store
+from .canonical import canonical_json, digest
+from .execution import Execution, Tokens, end, lease_s, ttl_s
+from .keys import client_reference
+from .pipeline import schema_problem
+
+# An undo's retries (API.md): the undo tool's max_attempts when the catalog sets it, else
+# 5; backoff from 1 s, capped at 30 s.
+UNDO_MAX_ATTEMPTS = 5
+UNDO_BACKOFF_BASE_S = 1.0
+UNDO_BACKOFF_CAP_S = 30.0
+
+
+def undo_spec(spec: ToolSpec) -> ToolSpec:
+    attempts = spec.max_attempts if spec.max_attempts_declared else UNDO_MAX_ATTEMPTS
+    return spec.with_policy({
+        "max_attempts": attempts,
+        "backoff_base_s": UNDO_BACKOFF_BASE_S,
+        "backoff_cap_s": UNDO_BACKOFF_CAP_S,
+    })  # fmt: skip
+
+
+def undo_execute(
+    *,
+    run: Run,
+    undoes: ToolCall,
+    tool: str,
+    args: dict[str, Any] | None,
+    problem: str,
+    key: str,
+    round_number: int,
+    trace_id: str,
+) -> ToolCall | None:
+    """Run round `round_number` of the undo of `undoes`, and record it. Returns the
+    finished undo call — or None while another live worker holds this round."""
+    call = ToolCall(
+        call_id=f"c-{uuid.uuid4().hex}",
+        run=run,
+        # Outside the agents' id alphabet ("~"), so no agent's tool_call_id can clash.
+        tool_call_id=f"~undo:{undoes.call_id}:{round_number}",
+        step_index=undoes.step_index,
+        tool=tool,
+        args=args,
+        args_digest=digest(canonical_json(args or {})),
+        idempotency_key=key,
+        client_reference=client_reference(key),
+        status=ToolCall.Status.IN_PROGRESS,
+        role=ToolCall.Role.UNDO,
+    )
+    found = registry.get(tool)
+    spec = undo_spec(found) if found is not None else None
+    problem = problem or _problem(spec, tool, args)
+    if spec is None or problem:
+        # Nothing can be sent; the call is recorded so that the ticket shows why.
+        end(call, ToolCall.Status.FAILED, "fatal", ToolCall.Reason.INVALID_ARGS, problem,
+            feedback.invalid_args(tool, problem))  # fmt: skip
+        # A worker that died after this insert, before the compensation was settled, is
+        # resumed with the same round: its row is the answer.
+        earlier = ToolCall.objects.filter(run=run, tool_call_id=call.tool_call_id).first()
+        if earlier is not None:
+            return earlier
+        call.save(force_insert=True)
+        return call
+    if store.claim_with_call(call, lease_s=lease_s(spec), ttl_s=ttl_s()):
+        execution = _execution(run, call, spec, fence=1, trace_id=trace_id)
+        execution.run_attempts()
+        execution.record(insert=False)
+        return execution.call
+    held = claims.peek_with_call(key=key)
+    if held is None:
+        return None  # the claim vanished between our insert and our look: try later
+    state, current = held
+    current.run = run
+    if state.state == "recorded":
+        return current
+    if not state.lease_expired:
+        return None
+    # Its holder died mid-round (a worker killed): take the claim over and resume.
+    fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=lease_s(spec))
+    if fence is None:
+        return None
+    execution = _execution(run, current, spec, fence=fence, trace_id=trace_id)
+    execution.resume()
+    execution.record(insert=False)
+    return execution.call
+
+
+def _execution(run: Run, call: ToolCall, spec: ToolSpec, *, fence: int, trace_id: str) -> Execution:
+    return Execution(
+        run=run, call=call, spec=spec, tokens=Tokens(run, 0), fence=fence, undo=True,
+        trace_id=trace_id,
+    )  # fmt: skip
+
+
+def _problem(spec: ToolSpec | None, tool: str, args: dict[str, Any] | None) -> str:
+    if spec is None:
+        return f"undo tool {tool!r} is not in the catalog"
+    return schema_problem(spec, args or {}) or ""
