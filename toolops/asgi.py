@@ -24,8 +24,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from compensations.routing import websocket_urlpatterns as desk_ws  # noqa: E402
 from toolops.tools import builtin, registry  # noqa: E402, F401
-from traces.routing import websocket_urlpatterns  # noqa: E402
+from traces.routing import websocket_urlpatterns as runs_ws  # noqa: E402
 
 # The catalog is loaded at start-up: a bad file stops the server here, not mid-call.
 registry.load()
@@ -103,7 +104,7 @@ application = BodyLimit(
         {
             "http": http_application,
             "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+                AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws]))
             ),
         }
     ),

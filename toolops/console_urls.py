@@ -1,22 +1,25 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
-from . import views
+from .views import health, runs, tools, unknown
 
 app_name = "console"
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.run_list, name="runs"),
-    path("runs/<int:pk>/", views.run_detail, name="run-detail"),
-    path("tools/", views.tool_list, name="tools"),
-    path("tools/<str:name>/policy/", views.tool_policy_edit, name="tool-policy"),
-    path("unknown/", views.unknown_list, name="unknown"),
-    path("unknown/<int:pk>/settle/", views.unknown_settle, name="unknown-settle"),
-    path("health/", views.tool_health, name="health"),
-    path("health/<str:name>/force-open/", views.breaker_force_open, name="breaker-force-open"),
-    path("health/<str:name>/reset/", views.breaker_reset, name="breaker-reset"),
+    path("", runs.run_list, name="runs"),
+    path("runs/<int:pk>/", runs.run_detail, name="run-detail"),
+    path("tools/", tools.tool_list, name="tools"),
+    path("tools/<str:name>/policy/", tools.tool_policy_edit, name="tool-policy"),
+    path("unknown/", unknown.unknown_list, name="unknown"),
+    path("unknown/<int:pk>/settle/", unknown.unknown_settle, name="unknown-settle"),
+    path("health/", health.tool_health, name="health"),
+    path("health/<str:name>/force-open/", health.breaker_force_open, name="breaker-force-open"),
+    path("health/<str:name>/reset/", health.breaker_reset, name="breaker-reset"),
+    path("runs/<int:pk>/abort/", runs.run_abort, name="run-abort"),
+    # The support desk (compensations/): its pages share the console's shell and names.
+    path("", include("compensations.urls")),
 ]

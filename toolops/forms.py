@@ -45,6 +45,14 @@ class RunFilterForm(forms.Form):
         return {k: v for k, v in data.items() if v}
 
 
+class AbortRunForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        strip=True,
+        error_messages={"required": "a reason is required: say why the run is abandoned"},
+    )
+
+
 class PolicyApprovalSelect(forms.NullBooleanSelect):
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs)

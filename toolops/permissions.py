@@ -86,3 +86,22 @@ def require_unknown_settler(user: User) -> None:
 def require_breaker_operator(user: User) -> None:
     if not can_control_breakers(user):
         raise PermissionDenied("Only operators may open or reset circuit breakers.")
+
+
+def can_work_tickets(user: User) -> bool:
+    """The support desk: dead-lettered compensations are support staff's to settle."""
+    return _is_superuser(user) or SUPPORT in group_names(user)
+
+
+def require_ticket_worker(user: User) -> None:
+    if not can_work_tickets(user):
+        raise PermissionDenied("Only support staff may work dead-letter tickets.")
+
+
+def can_abort_runs(user: User) -> bool:
+    return _is_superuser(user) or OPERATORS in group_names(user)
+
+
+def require_run_aborter(user: User) -> None:
+    if not can_abort_runs(user):
+        raise PermissionDenied("Only operators may abort runs.")

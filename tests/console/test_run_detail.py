@@ -161,8 +161,9 @@ def add_calls(run: Run, count: int) -> None:
 
 
 # session, user, the user's groups, the run with its agent, its calls (with who settled
-# them), their attempts, their idempotency records, the nav's unknown-outcomes count.
-RUN_DETAIL_QUERIES = 8
+# them), their attempts, their idempotency records, its compensations (with their calls
+# and tickets), the nav's two counts (unknown outcomes, open tickets).
+RUN_DETAIL_QUERIES = 10
 
 
 @pytest.mark.parametrize("extra_calls", [0, 25])

@@ -131,8 +131,9 @@ def test_it_says_when_a_tool_left_the_catalog(reviewer_client: Client, run: Run,
     assert b"not in the catalog" in response.content
 
 
-# session, user, the user's groups, the nav count, the calls with their runs and agents.
-UNKNOWN_LIST_QUERIES = 5
+# session, user, the user's groups, the two nav counts (unknown outcomes, open tickets),
+# the calls with their runs and agents.
+UNKNOWN_LIST_QUERIES = 6
 
 
 @pytest.mark.parametrize("count", [1, 30])

@@ -1,0 +1,193 @@
+"""The support desk (API.md "Processes and settings"): one ticket per dead-lettered
+compensation. The queue and a ticket's page refresh themselves — pushed over Channels
+when REDIS_URL is set, polled by htmx otherwise. Actions are plain POST forms that
+redirect back (Post/Redirect/Get), each audited as a TicketEvent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from compensations import live, selectors, services
+from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
+from compensations.models import Ticket
+from toolops.permissions import console_required, require_ticket_worker
+from toolops.redaction import redact
+from toolops.tools import registry
+from toolops.views.common import HtmxHttpRequest, catalog, page_context, pretty
+
+# How often a page polls when nothing pushes changes to it.
+POLL_S = 3
+
+
+def _get_ticket(request: HtmxHttpRequest, pk: int) -> Ticket:
+    """Support staff (and superusers) only; another console user → 403, none → 404."""
+    require_ticket_worker(request.user)
+    return get_object_or_404(
+        Ticket.objects.select_related(
+            "run__agent", "assignee", "compensation__call", "compensation__undo_call"
+        ),
+        pk=pk,
+    )
+
+
+def _live(**ctx: Any) -> dict[str, Any]:
+    return {"pushed": live.pushed(), "poll_s": POLL_S, **ctx}
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@console_required
+def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
+    require_ticket_worker(request.user)
+    form = TicketFilterForm(request.GET)
+    filters = form.filters()
+    tickets = list(
+        selectors.ticket_queue(filters=filters, user=request.user)[: selectors.QUEUE_LIMIT]
+    )
+    ctx = _live(
+        form=form, filters=filters, tickets=tickets, counts=selectors.ticket_counts(),
+        limit=selectors.QUEUE_LIMIT, now=timezone.now(), tools=sorted(catalog()),
+    )  # fmt: skip
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "compensations/tickets.html#ticket-table", ctx)
+    return render(request, "compensations/tickets.html", page_context(request, "tickets", **ctx))
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@console_required
+def ticket_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    ticket = _get_ticket(request, pk)
+    ctx = _live(**_ticket_context(ticket))
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "compensations/ticket.html#ticket-live", ctx)
+    ctx.update(note_form=NoteForm(), comment_form=CommentForm())
+    return render(request, "compensations/ticket.html", page_context(request, "tickets", **ctx))
+
+
+def _ticket_context(ticket: Ticket) -> dict[str, Any]:
+    compensation = ticket.compensation
+    undone = compensation.call
+    undo_spec = registry.get(compensation.tool)
+    call_spec = registry.get(undone.tool)
+    return {
+        "ticket": ticket,
+        "compensation": compensation,
+        "undone": undone,
+        # Shown to people with sensitive fields redacted (by name or schema marking).
+        "undo_args": pretty(
+            redact(compensation.args, undo_spec.params_schema if undo_spec else None)
+        ),
+        "call_args": pretty(redact(undone.args, call_spec.params_schema if call_spec else None)),
+        "call_result": pretty(redact(undone.result)),
+        "rounds": selectors.ticket_rounds(ticket=ticket),
+        "events": list(ticket.events.select_related("actor")),
+        "now": timezone.now(),
+    }
+
+
+def _back(ticket: Ticket) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("console:ticket", args=[ticket.pk]))
+
+
+@require_POST
+@console_required
+def ticket_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    ticket = _get_ticket(request, pk)
+    form = AssignForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Assign to whom? Choose “me” or “nobody”.")
+        return _back(ticket)
+    to = request.user if form.cleaned_data["to"] == "me" else None
+    services.ticket_assign(ticket=ticket, by=request.user, to=to)  # type: ignore[arg-type]
+    messages.success(request, "Assigned to you." if to else "Unassigned.")
+    return _back(ticket)
+
+
+@require_POST
+@console_required
+def ticket_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    ticket = _get_ticket(request, pk)
+    try:
+        services.ticket_retry(ticket=ticket, by=request.user)  # type: ignore[arg-type]
+    except services.TicketActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Retry queued: the worker runs {ticket.tool} again; its attempts appear below.",
+        )
+    return _back(ticket)
+
+
+@require_POST
+@console_required
+def ticket_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    ticket = _get_ticket(request, pk)
+    form = NoteForm(request.POST)
+    if not form.is_valid():
+        ctx = _live(**_ticket_context(ticket), note_form=form, comment_form=CommentForm())
+        response = render(
+            request, "compensations/ticket.html", page_context(request, "tickets", **ctx)
+        )
+        response.status_code = 400
+        return response
+    try:
+        services.ticket_resolve(ticket=ticket, by=request.user, note=form.cleaned_data["note"])  # type: ignore[arg-type]
+    except services.TicketActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Resolved by hand: {ticket.tool} is marked resolved.")
+    return _back(ticket)
+
+
+@require_POST
+@console_required
+def ticket_comment(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    ticket = _get_ticket(request, pk)
+    form = CommentForm(request.POST)
+    if not form.is_valid():
+        ctx = _live(**_ticket_context(ticket), note_form=NoteForm(), comment_form=form)
+        response = render(
+            request, "compensations/ticket.html", page_context(request, "tickets", **ctx)
+        )
+        response.status_code = 400
+        return response
+    services.ticket_comment(ticket=ticket, by=request.user, text=form.cleaned_data["text"])  # type: ignore[arg-type]
+    return _back(ticket)
+
+
+@require_POST
+@console_required
+def tickets_bulk(request: HtmxHttpRequest) -> HttpResponse:
+    require_ticket_worker(request.user)
+    back = reverse("console:tickets")
+    query = request.POST.get("query", "")
+    if query and all(c.isalnum() or c in "=&_-%+." for c in query):
+        back = f"{back}?{query}"
+    form = BulkForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(e for errors in form.errors.values() for e in errors)
+        messages.error(request, f"Nothing was done: {problems}")
+        return HttpResponseRedirect(back)
+    tickets = list(Ticket.objects.filter(pk__in=form.cleaned_data["ids"]).order_by("pk"))
+    outcome = services.tickets_bulk(
+        tickets=tickets,
+        by=request.user,
+        action=form.cleaned_data["action"],  # type: ignore[arg-type]
+    )
+    verb = "Retry queued for" if form.cleaned_data["action"] == "retry" else "Assigned to you:"
+    if outcome["done"]:
+        done = ", ".join(f"#{pk}" for pk in outcome["done"])
+        messages.success(request, f"{verb} {done}.")
+    for pk, why in outcome["refused"]:
+        messages.warning(request, f"#{pk}: {why}")
+    return HttpResponseRedirect(back)

@@ -1,0 +1,104 @@
+"""What every console page shares: the request type, the context base.html needs, and
+small helpers for the tool catalog and for showing JSON.
+
+Other apps' console pages (compensations, traces) import `page_context` from here, so
+their pages get the same nav, role badge and nav counts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.http import Http404
+
+from toolops.models import ToolCall
+from toolops.permissions import can_edit_policies, role_label
+from toolops.tools import registry
+from toolops.tools.catalog import CatalogError
+from toolops.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+    from django_htmx.middleware import HtmxDetails
+
+    class HtmxHttpRequest(HttpRequest):
+        htmx: HtmxDetails
+
+else:
+    from django.http import HttpRequest as HtmxHttpRequest
+
+__all__ = [
+    "NAV_COUNTS",
+    "HtmxHttpRequest",
+    "catalog",
+    "first_sentence",
+    "get_catalog_tool",
+    "page_context",
+    "pretty",
+]
+
+
+def _unknown_count() -> int:
+    # Cases only a person can close. One COUNT on (status, created_at).
+    return ToolCall.objects.filter(status=ToolCall.Status.UNKNOWN).count()
+
+
+# The nav badges: context name → how to count it. Every console page pays one query per
+# entry, so each must be a single cheap, indexed COUNT. A new badge is one line here and
+# one `{% if name %}` in base.html.
+def _open_tickets() -> int:
+    # Dead-lettered compensations waiting for support. One COUNT on (status, opened_at).
+    from compensations.models import Ticket
+
+    return Ticket.objects.open().count()
+
+
+NAV_COUNTS: dict[str, Callable[[], int]] = {
+    "unknown_count": _unknown_count,
+    "open_tickets": _open_tickets,
+}
+
+
+def page_context(request: HttpRequest, nav: str, **ctx: Any) -> dict[str, Any]:
+    """The page's own context `ctx` plus what templates/console/base.html needs: the
+    current nav entry (`nav`), the user's role, and the nav badge counts."""
+    return {
+        "nav": nav,
+        "role": role_label(request.user),
+        "can_edit_policies": can_edit_policies(request.user),
+        **{name: count() for name, count in NAV_COUNTS.items()},
+        **ctx,
+    }
+
+
+def first_sentence(text: str) -> str:
+    # Ids may hold dots ("tc-1.2") but never spaces, so a sentence ends at ". ".
+    head, sep, _ = text.partition(". ")
+    return f"{head}." if sep else text
+
+
+def pretty(value: Any) -> str:
+    """`value` as indented JSON for a <pre>; None → empty."""
+    if value is None:
+        return ""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def catalog() -> dict[str, ToolSpec]:
+    """The catalog's tools, or none when it cannot be loaded (the tools page says why)."""
+    try:
+        return registry.load()
+    except CatalogError:
+        return {}
+
+
+def get_catalog_tool(name: str) -> ToolSpec:
+    """The tool as the catalog declares it (no policy applied); unknown → 404."""
+    try:
+        spec = registry.load().get(name)
+    except CatalogError:
+        spec = None
+    if spec is None:
+        raise Http404("no such tool")
+    return spec
