@@ -5,6 +5,7 @@ message is lost, or the worker died mid-undo — by its periodic sweep."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +13,7 @@ from unittest.mock import MagicMock, patch
 
 import httpx
 import pytest
+import redis
 from rest_framework.test import APIClient
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -79,15 +81,31 @@ def statuses(run: dict[str, Any]) -> list[tuple[str, str]]:
     return [(c["tool"], c["status"]) for c in run["compensations"]]
 
 
+def broker_env(broker: str) -> dict[str, str]:
+    """The embedded filesystem broker (one machine), or Redis (beyond one machine)."""
+    if broker == "embedded":
+        return {}
+    url = os.environ.get("TOOLOPS_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("TOOLOPS_TEST_REDIS_URL is not set (.ci/run sets it)")
+    # Its own database, emptied: no message of an earlier run may reach this worker.
+    broker_url = url.rsplit("/", 1)[0] + "/14"
+    redis.Redis.from_url(broker_url).flushdb()
+    return {"CELERY_BROKER_URL": broker_url}
+
+
+@pytest.mark.parametrize("broker", ["embedded", "redis"])
 def test_it_undoes_an_aborted_run_newest_first(
     worker: StartWorker, toolops_server: Callable[..., Any], agent_a: tuple[Agent, str],
-    api: APIClient, shop: Shop,
+    api: APIClient, shop: Shop, broker: str,
 ) -> None:  # fmt: skip
+    env = broker_env(broker)
     calls = buy(api)
     # The sweep waits a minute before it steps in: only the abort's message can wake the
-    # worker in time. The server shares the worker's data directory, hence its broker.
-    w = worker(TOOLOPS_COMPENSATION_GRACE_S="60")
-    server = toolops_server(TOOLOPS_DATA_DIR=str(w.data_dir))
+    # worker in time. The server shares the worker's broker (the embedded one lives in
+    # the data directory).
+    w = worker(TOOLOPS_COMPENSATION_GRACE_S="60", **env)
+    server = toolops_server(TOOLOPS_DATA_DIR=str(w.data_dir), **env)
     auth = {"Authorization": f"Bearer {agent_a[1]}"}
     with httpx.Client(base_url=server.url, headers=auth, timeout=10) as http:
         response = http.post("/api/v1/runs/r-1/abort", json={"reason": "customer left"})
