@@ -4,7 +4,9 @@ It is what an agent framework would be, minus the model: it opens runs, sends to
 calls, reads ToolOps' answers (status, feedback, attempts, replayed) and ends its runs.
 Each scenario uses the demo shop's fault-injection API (``/_shop/faults``) to create
 the condition it shows — a lost response, a hanging payment service, a flaky or
-rate-limited read — and clears the fault afterwards, whatever happens.
+rate-limited read, a refund service that is down — and clears the fault afterwards,
+whatever happens. The saga scenarios (abort, and the undos after it) are in saga.py; the
+two HTTP clients in clients.py; what a scenario is written with in scenario.py.
 
     python -m toolops.demo.agent --url http://127.0.0.1:8000 --token TOKEN \
         --shop http://127.0.0.1:9000
@@ -20,223 +22,25 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
-import httpx
-
-JSON = dict[str, Any]
-
-# Call statuses that end a call for good; the others are still being decided.
-WAITING = ("pending_approval", "in_progress")
-CUSTOMER = "customer@example.com"
-# SKUs seeded in the shop with enough stock for reservations; the fullest one is used.
-STOCKED_SKUS = ("A12", "D9")
-LOW_STOCK = 10
-
-
-class Unexpected(Exception):
-    """ToolOps (or the shop) answered something the scenario did not expect."""
-
-
-class ApiError(Unexpected):
-    def __init__(self, response: httpx.Response) -> None:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        super().__init__(
-            f"{response.request.method} {response.request.url.path} answered "
-            f"{response.status_code}: {str(detail)[:200]}"
-        )
-        self.status_code = response.status_code
-
-
-class ToolOps:
-    """The executor API (API.md), as an agent uses it."""
-
-    def __init__(self, url: str, token: str, *, timeout_s: float = 60.0) -> None:
-        self.http = httpx.Client(
-            base_url=url.rstrip("/") + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
-        )
-
-    def close(self) -> None:
-        self.http.close()
-
-    def _json(self, response: httpx.Response, *ok: int) -> JSON:
-        if response.status_code not in ok:
-            raise ApiError(response)
-        return response.json()
-
-    def run_create(self, run_id: str, session_key: str, budget: JSON | None = None) -> JSON:
-        body: JSON = {"run_id": run_id, "session_key": session_key, "metadata": {"demo": True}}
-        if budget is not None:
-            body["budget"] = budget
-        return self._json(self.http.post("/runs", json=body), 200, 201)
-
-    def run_get(self, run_id: str) -> JSON:
-        return self._json(self.http.get(f"/runs/{run_id}"), 200)
-
-    def run_complete(self, run_id: str) -> JSON:
-        return self._json(self.http.post(f"/runs/{run_id}/complete"), 200)
-
-    def run_abort(self, run_id: str, reason: str) -> JSON:
-        return self._json(self.http.post(f"/runs/{run_id}/abort", json={"reason": reason}), 202)
-
-    def tools(self) -> list[JSON]:
-        return self._json(self.http.get("/tools"), 200)["tools"]
-
-    def call_post(self, run_id: str, body: JSON) -> httpx.Response:
-        return self.http.post(f"/runs/{run_id}/calls", json=body)
-
-    def call(
-        self,
-        run_id: str,
-        step_index: int,
-        tool: str,
-        args: JSON,
-        *,
-        tool_call_id: str | None = None,
-        depends_on: list[str] | None = None,
-    ) -> JSON:
-        body: JSON = {"step_index": step_index, "tool": tool, "args": args}
-        if tool_call_id is not None:
-            body["tool_call_id"] = tool_call_id
-        if depends_on:
-            body["depends_on"] = depends_on
-        return self._json(self.call_post(run_id, body), 200, 202)
-
-
-class ShopControl:
-    """The demo shop's control API: faults, state and the request log."""
-
-    def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=10.0)
-
-    def close(self) -> None:
-        self.http.close()
-
-    def set_fault(self, path: str, **fault: Any) -> None:
-        self.http.post("/_shop/faults", json={"path": path, **fault}).raise_for_status()
-
-    def clear_fault(self, path: str) -> None:
-        self.http.post("/_shop/faults", json={"path": path}).raise_for_status()
-
-    @contextmanager
-    def fault(self, path: str, **fault: Any) -> Iterator[None]:
-        """A fault on one path for the length of a block; cleared even when it fails."""
-        self.set_fault(path, **fault)
-        try:
-            yield
-        finally:
-            with suppress(httpx.HTTPError):
-                self.clear_fault(path)
-
-    def state(self) -> JSON:
-        response = self.http.get("/_shop/state")
-        response.raise_for_status()
-        return response.json()
-
-    def requests_for_run(self, path: str, run_id: str) -> list[JSON]:
-        """What reached the shop on `path` for one ToolOps run (X-Toolops-Run-Id)."""
-        response = self.http.get("/_shop/requests", params={"path": path})
-        response.raise_for_status()
-        return [
-            r
-            for r in response.json()["requests"]
-            if (r.get("headers") or {}).get("x-toolops-run-id") == run_id
-        ]
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    text: str
-
-
-@dataclass
-class ScenarioResult:
-    name: str
-    ok: bool
-    text: str
-    run_ids: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-class Demo:
-    """What every scenario shares: the two clients, a stamp for fresh run ids, a SKU."""
-
-    def __init__(self, api: ToolOps, shop: ShopControl, stamp: str) -> None:
-        self.api = api
-        self.shop = shop
-        self.stamp = stamp
-        self.sku = STOCKED_SKUS[0]
-        self.run_ids: list[str] = []
-        self._number = 0
-
-    def new_run(self, slug: str, budget: JSON | None = None) -> str:
-        """A fresh run with its own session key; re-running the demo makes new runs."""
-        self._number += 1
-        run_id = f"demo-{self.stamp}-{self._number}-{slug}"
-        self.api.run_create(run_id, f"demo-{self.stamp}-s{self._number}", budget)
-        self.run_ids.append(run_id)
-        return run_id
-
-    def pick_sku(self) -> str | None:
-        """The stocked SKU with most units left; a warning when the shop runs low."""
-        stock = self.shop.state().get("stock", {})
-        self.sku = max(STOCKED_SKUS, key=lambda sku: stock.get(sku, 0))
-        left = stock.get(self.sku, 0)
-        if left < LOW_STOCK:
-            return (
-                f"the shop has only {left} units of {self.sku} left; "
-                "restart the demo with --reset-shop for fresh stock"
-            )
-        return None
-
-
-# --- helpers shared by scenarios ---------------------------------------------------------
-
-
-def expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise Unexpected(message)
-
-
-def expect_status(call: JSON, *statuses: str) -> None:
-    expect(
-        call["status"] in statuses,
-        f"{call['tool']} answered {call['status']} (expected {' or '.join(statuses)}): "
-        f"{call.get('feedback') or call.get('error')}",
-    )
-
-
-def waiting_for_reviewer(run_id: str, call: JSON) -> Outcome:
-    approval = call.get("approval") or {}
-    where = f" at {approval['url']}" if approval.get("url") else ""
-    return Outcome(True, f"run {run_id}: {call['tool']} is waiting for a reviewer{where}")
-
-
-def quote(text: str | None, limit: int = 140) -> str:
-    text = " ".join((text or "").split())
-    return f"“{text if len(text) <= limit else text[: limit - 1] + '…'}”"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def order_args(sku: str, amount: str) -> JSON:
-    return {"sku": sku, "qty": 1, "amount": amount}
-
-
-def reason(call: JSON) -> str | None:
-    return (call.get("error") or {}).get("reason")
-
+from toolops.demo.clients import JSON, ShopControl, ToolOps
+from toolops.demo.saga import abort, dead_letter, saga_abort
+from toolops.demo.scenario import (
+    CUSTOMER,
+    STOCKED_SKUS,
+    Demo,
+    Outcome,
+    expect,
+    expect_status,
+    order_args,
+    plural,
+    quote,
+    reason,
+    waiting_for_reviewer,
+)
 
 # --- the scenarios ------------------------------------------------------------------------
 
@@ -433,29 +237,6 @@ def budget(demo: Demo) -> Outcome:
     )
 
 
-def abort(demo: Demo) -> Outcome:
-    """Reserve, then abandon the run: its compensations are handed to the worker."""
-    api, shop, run = demo.api, demo.shop, demo.new_run("abort")
-    reserve = api.call(run, 0, "reserve_stock", {"sku": demo.sku, "qty": 1}, tool_call_id="tc-1")
-    expect_status(reserve, "succeeded")
-    reservation_id = reserve["result"]["reservation_id"]
-    ended = api.run_abort(run, "demo: the customer changed their mind")
-    expect(ended["status"] in ("aborting", "aborted"), f"abort answered {ended['status']}")
-    deadline = time.monotonic() + 10
-    while ended["status"] == "aborting" and time.monotonic() < deadline:
-        time.sleep(0.5)
-        ended = api.run_get(run)
-    expect(ended["status"] in ("aborting", "aborted"), f"the run ended {ended['status']}")
-    undo = ", ".join(f"{c['tool']} {c['status']}" for c in ended.get("compensations") or [])
-    held = [r for r in shop.state()["reservations"] if r["reservation_id"] == reservation_id]
-    stock = held[0]["status"] if held else "missing"
-    return Outcome(
-        True,
-        f"run {run} {ended['status']}; compensations: {undo or 'none registered'}; "
-        f"reservation {reservation_id} is {stock}",
-    )
-
-
 def dependency(demo: Demo) -> Outcome:
     """A call that depends on a failed call is skipped, and nothing is sent."""
     api, shop, run = demo.api, demo.shop, demo.new_run("dependency")
@@ -617,6 +398,8 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("bad input", bad_input),
     ("budget", budget),
     ("abort", abort),
+    ("saga abort", saga_abort),
+    ("dead letter", dead_letter),
     ("dependency", dependency),
     ("circuit breaker", circuit_breaker),
     ("unknown charge", unknown_charge),
@@ -626,6 +409,15 @@ SCENARIOS: list[tuple[str, Scenario]] = [
 
 
 # --- running them -------------------------------------------------------------------------
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    ok: bool
+    text: str
+    run_ids: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 def run_scenario(demo: Demo, name: str, scenario: Scenario) -> ScenarioResult:
