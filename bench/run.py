@@ -60,6 +60,16 @@ method = "POST"
 params_schema = {schema}
 
 [[tool]]
+name = "bench_undoable"
+kind = "compensable_write"
+description = "No-op write whose undo is registered with its result (statement count only)."
+url = "{url}/write"
+method = "POST"
+idempotency_header = true
+compensation = {{ tool = "bench_write", args = {{ n = "$.args.n" }} }}
+params_schema = {schema}
+
+[[tool]]
 name = "bench_read"
 kind = "read"
 description = "No-op read for the benchmark."
@@ -933,6 +943,7 @@ class Bench:
             expected = {
                 "write": False, "read": False, "replay": True,
                 "write_with_tool_call_id": False, "replay_by_tool_call_id": True,
+                "write_with_undo": False,
             }  # fmt: skip
             for name, expect_replayed in expected.items():
                 got = toolops[name]
@@ -1033,6 +1044,7 @@ class Bench:
             "write": "write", "read": "read", "replay": "replay", "floor": "floor",
             "write_with_tool_call_id": "write with tool_call_id",
             "replay_by_tool_call_id": "replay by tool_call_id",
+            "write_with_undo": "write registering an undo",
             "first_call_of_process": "first write of a process",
         }  # fmt: skip
         for name, label in names.items():

@@ -71,6 +71,10 @@ def count_toolops(token: str) -> dict[str, Any]:
         # The same, when the agent sends a tool_call_id (OpenAI-style clients do).
         "write_with_tool_call_id": _capture(client, path, with_id),
         "replay_by_tool_call_id": _capture(client, path, with_id),
+        # A compensable write: its undo is registered in the result's statement.
+        "write_with_undo": _capture(
+            client, path, {"step_index": 4, "tool": "bench_undoable", "args": {"n": 4}}
+        ),
     }
 
 
