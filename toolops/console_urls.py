@@ -20,6 +20,7 @@ urlpatterns = [
     path("health/<str:name>/force-open/", health.breaker_force_open, name="breaker-force-open"),
     path("health/<str:name>/reset/", health.breaker_reset, name="breaker-reset"),
     path("runs/<int:pk>/abort/", runs.run_abort, name="run-abort"),
+    path("search/", runs.search, name="search"),
     # The support desk (compensations/): its pages share the console's shell and names.
     path("", include("compensations.urls")),
 ]

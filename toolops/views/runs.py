@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -36,13 +38,16 @@ ABORTABLE = (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED)
 SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "created_at")
 
 
-def _run_search(q: str) -> Q:
-    """A run whose run_id or trace_id, or any of whose calls' tool_call_id (or call_id),
-    equals or starts with `q`."""
+def _run_search(q: str, *, exact: bool = False) -> Q:
+    """A run whose run_id or trace_id, or any of whose calls' tool_call_id, call_id or
+    idempotency key, equals (or, unless `exact`, starts with) `q`."""
+    how = "exact" if exact else "startswith"
     calls = ToolCall.objects.filter(
-        Q(tool_call_id__startswith=q) | Q(call_id__startswith=q)
+        Q(**{f"tool_call_id__{how}": q})
+        | Q(**{f"call_id__{how}": q})
+        | Q(idempotency_key=q)  # 64 hex characters: only ever looked up whole
     ).values("run_id")
-    return Q(run_id__startswith=q) | Q(trace_id__startswith=q) | Q(pk__in=calls)
+    return Q(**{f"run_id__{how}": q}) | Q(**{f"trace_id__{how}": q}) | Q(pk__in=calls)
 
 
 @require_GET
@@ -203,3 +208,20 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                else "it had nothing to undo."),
         )  # fmt: skip
     return redirect("console:run-detail", pk=run.pk)
+
+
+@require_GET
+@console_required
+def search(request: HtmxHttpRequest) -> HttpResponse:
+    """`/console/search/?q=ID` (API.md): the run an id names, by its run_id, trace_id, or
+    one of its calls' tool_call_id, call_id or idempotency key. One run → its page;
+    several (ids are unique per agent, not across agents) or none → the filtered list."""
+    q = request.GET.get("q", "").strip()[:128]
+    if not q:
+        return redirect("console:runs")
+    found = list(Run.objects.filter(_run_search(q, exact=True)).values_list("pk", flat=True)[:2])
+    if len(found) == 1:
+        return redirect("console:run-detail", pk=found[0])
+    if not found:
+        messages.info(request, f"No run has the id {q!r}; runs whose ids start with it are listed.")
+    return redirect(f"{reverse('console:runs')}?{urlencode({'q': q})}")
