@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from compensations.models import Ticket, TicketEvent
+from compensations.services import ticket_comment
 from tests.conftest import chromium_path
 from tests.console.conftest import PASSWORD, make_user
 from tests.console.test_browser import CHROMIUM_ARGS, SHOTS
@@ -80,6 +81,13 @@ def test_support_sees_a_new_ticket_live_assigns_and_resolves_it(
     expect(page.locator(".messages")).to_contain_text("Assigned to you")
     expect(page.locator("dd.assignee")).to_have_text("sam")
 
+    # The ticket's page is live too: a colleague's comment shows up without a reload.
+    page.evaluate("window.__notReloaded = true")
+    colleague = make_user(django_user_model, "sue", "support")
+    ticket_comment(ticket=fresh, by=colleague, text="Payments on-call is looking.")
+    expect(page.locator("ol.events")).to_contain_text("Payments on-call is looking.", timeout=8_000)
+    assert page.evaluate("window.__notReloaded") is True
+
     # A resolve without a note is refused, and nothing changes.
     page.get_by_role("button", name="Resolve").click()
     assert Ticket.objects.get(pk=fresh.pk).status == "open"
@@ -95,7 +103,50 @@ def test_support_sees_a_new_ticket_live_assigns_and_resolves_it(
     assert fresh.compensation.status == "resolved"
     assert Run.objects.get(pk=fresh.run_id).status == "aborted"
     kinds = list(TicketEvent.objects.filter(ticket=fresh).values_list("kind", "actor__username"))
-    assert kinds == [("opened", None), ("assigned", "sam"), ("resolved", "sam")]
+    assert kinds == [("opened", None), ("assigned", "sam"), ("comment", "sue"), ("resolved", "sam")]
+
+
+def test_a_reviewer_is_refused_and_a_post_needs_its_csrf_token(
+    live_server: Any, transactional_db: None, django_user_model: Any, agent_a: Any, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    make_user(django_user_model, "rita", "reviewers")
+    make_user(django_user_model, "sam", "support")
+    ticket = dead_letter(agent_a[0], "r-guarded")
+
+    log_in(page, live_server.url, "rita", "/console/")
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    # The desk is not in her navigation, and its pages refuse her.
+    expect(page.locator(".topbar nav")).not_to_contain_text("Tickets")
+    for path in ("/console/tickets/", f"/console/tickets/{ticket.pk}/"):
+        assert page.goto(f"{live_server.url}{path}").status == 403
+    # Her session's cookies and a valid CSRF token still do not let her act.
+    page.goto(f"{live_server.url}/console/")
+    token = page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value")
+    refused = page.request.post(
+        f"{live_server.url}/console/tickets/{ticket.pk}/resolve/",
+        form={"note": "not mine to close", "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{live_server.url}/console/"},
+    )
+    assert refused.status == 403
+
+    # Support, logged in, but posting without the CSRF token: refused too.
+    page.context.clear_cookies()
+    log_in(page, live_server.url, "sam", f"/console/tickets/{ticket.pk}/")
+    expect(
+        page.get_by_role("heading", name=f"Ticket #{ticket.pk}: undo cancel_order")
+    ).to_be_visible()
+    forged = page.request.post(
+        f"{live_server.url}/console/tickets/{ticket.pk}/resolve/", form={"note": "forged"}
+    )
+    assert forged.status == 403
+    assert "CSRF" in forged.text()
+
+    ticket.refresh_from_db()
+    assert ticket.status == "open"
+    assert ticket.compensation.status == "dead_lettered"
+    assert list(ticket.events.values_list("kind", flat=True)) == ["opened"]
 
 
 @pytest.mark.skipif(not REDIS_URL, reason="TOOLOPS_TEST_REDIS_URL is not set (.ci/run sets it)")

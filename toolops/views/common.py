@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from django.http import Http404
 
 from toolops.models import ToolCall
-from toolops.permissions import can_edit_policies, role_label
+from toolops.permissions import can_edit_policies, can_work_tickets, role_label
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.spec import ToolSpec
@@ -67,6 +67,7 @@ def page_context(request: HttpRequest, nav: str, **ctx: Any) -> dict[str, Any]:
         "nav": nav,
         "role": role_label(request.user),
         "can_edit_policies": can_edit_policies(request.user),
+        "can_work_tickets": can_work_tickets(request.user),
         **{name: count() for name, count in NAV_COUNTS.items()},
         **ctx,
     }
