@@ -66,11 +66,30 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
 @console_required
 def ticket_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = _get_ticket(request, pk)
-    ctx = _live(**_ticket_context(ticket))
     if request.htmx and not request.htmx.history_restore_request:
-        return render(request, "compensations/ticket.html#ticket-live", ctx)
-    ctx.update(note_form=NoteForm(), comment_form=CommentForm())
-    return render(request, "compensations/ticket.html", page_context(request, "tickets", **ctx))
+        return render(
+            request, "compensations/ticket.html#ticket-live", _live(**_ticket_context(ticket))
+        )
+    return _ticket_page(request, ticket)
+
+
+def _ticket_page(
+    request: HtmxHttpRequest,
+    ticket: Ticket,
+    *,
+    note_form: NoteForm | None = None,
+    comment_form: CommentForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole ticket page; with a bound form that failed, shown again with its errors."""
+    ctx = _live(
+        **_ticket_context(ticket),
+        note_form=note_form or NoteForm(),
+        comment_form=comment_form or CommentForm(),
+    )
+    return render(
+        request, "compensations/ticket.html", page_context(request, "tickets", **ctx), status=status
+    )
 
 
 def _ticket_context(ticket: Ticket) -> dict[str, Any]:
@@ -134,12 +153,7 @@ def ticket_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = _get_ticket(request, pk)
     form = NoteForm(request.POST)
     if not form.is_valid():
-        ctx = _live(**_ticket_context(ticket), note_form=form, comment_form=CommentForm())
-        response = render(
-            request, "compensations/ticket.html", page_context(request, "tickets", **ctx)
-        )
-        response.status_code = 400
-        return response
+        return _ticket_page(request, ticket, note_form=form, status=400)
     try:
         services.ticket_resolve(ticket=ticket, by=request.user, note=form.cleaned_data["note"])  # type: ignore[arg-type]
     except services.TicketActionRefused as exc:
@@ -155,12 +169,7 @@ def ticket_comment(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = _get_ticket(request, pk)
     form = CommentForm(request.POST)
     if not form.is_valid():
-        ctx = _live(**_ticket_context(ticket), note_form=NoteForm(), comment_form=form)
-        response = render(
-            request, "compensations/ticket.html", page_context(request, "tickets", **ctx)
-        )
-        response.status_code = 400
-        return response
+        return _ticket_page(request, ticket, comment_form=form, status=400)
     services.ticket_comment(ticket=ticket, by=request.user, text=form.cleaned_data["text"])  # type: ignore[arg-type]
     return _back(ticket)
 

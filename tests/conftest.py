@@ -4,7 +4,6 @@ server process, and the catalog pointed at the shop."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -190,7 +189,3 @@ def worker(transactional_db: None, shop: Shop, tmp_path: Path) -> Iterator[Any]:
     # Stopped before the test database is flushed.
     for w in started:
         w.stop()
-
-
-def chromium_path() -> str | None:
-    return shutil.which("chromium")

@@ -14,33 +14,20 @@ import pytest
 
 from compensations.models import Ticket, TicketEvent
 from compensations.services import ticket_comment
-from tests.conftest import chromium_path
+from tests.browser import SHOTS, needs_chromium, open_page
 from tests.console.conftest import PASSWORD, make_user
-from tests.console.test_browser import CHROMIUM_ARGS, SHOTS
 from toolops.models import Run
 
 from .conftest import dead_letter
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-CHROMIUM = chromium_path()
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium executable on PATH")
+pytestmark = needs_chromium
 REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
 
 
 @pytest.fixture
 def page() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000})
-        tab = context.new_page()
-        tab.set_default_timeout(10_000)
-        try:
-            yield tab
-        finally:
-            context.close()
-            browser.close()
+    with open_page() as tab:
+        yield tab
 
 
 def log_in(page: Any, base: str, username: str, next_path: str) -> None:

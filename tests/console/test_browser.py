@@ -4,51 +4,25 @@ settle an unknown outcome, and force a circuit breaker open and reset it."""
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import chromium_path
+from tests.browser import SHOTS, needs_chromium, open_page
 
 from .conftest import PASSWORD, make_attempt, make_call, make_record, make_run, make_user
 
-# Playwright's sync API runs an event loop in this thread; Django's ORM refuses to run
-# beside one unless told that this (test-only) thread is safe.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = chromium_path()
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium executable on PATH (Debian: apt-get install chromium)"
-)
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
-# For a person to look at the page after a run; never compared or committed.
-SHOTS = Path(tempfile.gettempdir())
+pytestmark = needs_chromium
 SCREENSHOT = SHOTS / "run_detail.png"
 
 
 @pytest.fixture
 def browser_page(live_server: Any) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
+    with open_page() as page:
+        yield page
 
 
 def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(

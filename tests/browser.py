@@ -1,0 +1,46 @@
+"""A real browser for console tests: Debian's Chromium driven by Playwright (its own
+browser downloads are not used). Pages' screenshots go to the temp folder for a person
+to look at; they are never compared or committed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; Django's ORM refuses to run
+# beside one unless told that this (test-only) thread is safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium executable on PATH (Debian: apt-get install chromium)"
+)
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+SHOTS = Path(tempfile.gettempdir())
+
+
+@contextmanager
+def open_page() -> Iterator[Any]:
+    """A fresh browser and page (1440×1000, 10 s timeouts), closed afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
