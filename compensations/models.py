@@ -27,8 +27,6 @@ class Compensation(models.Model):
 
     # Still to be done, or being done: the run cannot end while any is.
     OPEN = (Status.REGISTERED, Status.PENDING, Status.RUNNING)
-    # Nothing more will happen to these (a dead letter waits for a person).
-    SETTLED = (Status.SUCCEEDED, Status.DISCARDED, Status.RESOLVED)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="compensations")
     call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="compensation")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 CS = Compensation.Status
 Kind = TicketEvent.Kind
-ABORT_STATES = (Run.Status.ABORTING, Run.Status.ABORTED, Run.Status.COMPENSATION_FAILED)
+ABORT_STATES = Run.ABORT_STATES
 
 
 class TicketActionRefused(Exception):
@@ -112,6 +112,9 @@ def compensations_start(*, run: Run) -> bool:
     """Hand an aborting run's registered compensations to the worker (in the caller's
     transaction; the task is enqueued when it commits). False: nothing to compensate."""
     now = timezone.now()
+    # The run's row lock first, as run_conclude takes it: an ending cannot slip between
+    # these writes and its own look.
+    Run.objects.select_for_update().filter(pk=run.pk).first()
     Compensation.objects.filter(run=run, status=CS.REGISTERED).update(
         status=CS.PENDING, queued_at=now
     )
@@ -145,7 +148,13 @@ def compensation_run_next(*, run_pk: int) -> bool:
         .first()
     )
     if current is None:
-        return False
+        # A write in flight when the run was aborted may have registered its undo since:
+        # it is undone too (after the older ones, which had already run).
+        return bool(
+            Compensation.objects.filter(
+                run_id=run_pk, status=CS.REGISTERED, run__status=Run.Status.ABORTING
+            ).update(status=CS.PENDING, queued_at=timezone.now())
+        )
     if current.status == CS.PENDING:
         # A duplicate message or the sweep may race us for this row.
         claimed = Compensation.objects.filter(pk=current.pk, status=CS.PENDING).update(
@@ -193,15 +202,27 @@ def compensation_finish(*, compensation: Compensation, undo: ToolCall) -> None:
 
 def run_conclude(*, run_pk: int) -> str | None:
     """End an aborting run once nothing is left to compensate: `aborted` when every
-    compensation succeeded, was discarded or resolved; else `compensation_failed`."""
-    if Compensation.objects.filter(run_id=run_pk, status__in=Compensation.OPEN).exists():
-        return None
-    failed = Compensation.objects.filter(run_id=run_pk, status=CS.DEAD_LETTERED).exists()
-    final = Run.Status.COMPENSATION_FAILED if failed else Run.Status.ABORTED
-    ended = Run.objects.filter(pk=run_pk, status=Run.Status.ABORTING).update(
-        status=final, ended_at=timezone.now()
-    )
-    return final if ended else None
+    compensation succeeded, was discarded or resolved; else `compensation_failed`.
+
+    Not while one of the agent's writes is still in flight: its undo may yet register
+    (the sweep then hands it on, and wakes the run again)."""
+    with transaction.atomic():
+        # Locked: a retry or a late registration reopening the saga waits for us, or we
+        # see what it did.
+        run = Run.objects.select_for_update().filter(pk=run_pk, status=Run.Status.ABORTING)
+        if run.first() is None:
+            return None
+        if Compensation.objects.filter(run_id=run_pk, status__in=Compensation.OPEN).exists():
+            return None
+        in_flight = ToolCall.objects.agent_calls().filter(
+            run_id=run_pk, status=ToolCall.Status.IN_PROGRESS
+        )
+        if in_flight.exclude(idempotency_key="").exists():
+            return None
+        failed = Compensation.objects.filter(run_id=run_pk, status=CS.DEAD_LETTERED).exists()
+        final = Run.Status.COMPENSATION_FAILED if failed else Run.Status.ABORTED
+        run.update(status=final, ended_at=timezone.now())
+    return final
 
 
 # -- the support desk ------------------------------------------------------------------------
@@ -226,7 +247,12 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
     """Run the dead-lettered compensation again, through the worker: a new round of the
     undo call, with the same idempotency key. The ticket stays open until it succeeds."""
     with transaction.atomic():
-        ticket = Ticket.objects.select_for_update().select_related("compensation").get(pk=ticket.pk)
+        Run.objects.select_for_update().filter(pk=ticket.run_id).first()
+        ticket = (
+            Ticket.objects.select_for_update(of=("self",))
+            .select_related("compensation__undo_call")
+            .get(pk=ticket.pk)
+        )
         compensation = ticket.compensation
         if compensation.status in (CS.PENDING, CS.RUNNING):
             raise TicketActionRefused("A retry of this compensation is already running.")
@@ -234,9 +260,22 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             raise TicketActionRefused(
                 f"The compensation is {compensation.status}: only a dead-lettered one is retried."
             )
-        Compensation.objects.filter(pk=compensation.pk).update(
+        if compensation.problem:
+            raise TicketActionRefused(
+                "Its undo's args cannot be built from the call, so a retry would fail the "
+                "same way: undo it by hand, then Resolve with a note."
+            )
+        last = compensation.undo_call
+        if last is not None and last.status == ToolCall.Status.UNKNOWN:
+            # Never re-send an unsafe write blindly.
+            raise TicketActionRefused(
+                f"The last {compensation.tool} went out and its outcome is unknown: check the "
+                "downstream, then Resolve with a note."
+            )
+        if not Compensation.objects.filter(pk=compensation.pk, status=CS.DEAD_LETTERED).update(
             status=CS.PENDING, queued_at=timezone.now(), finished_at=None
-        )
+        ):
+            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
         # The last round's record says "failed"; the next round claims the same key anew.
         IdempotencyRecord.objects.filter(
             key=compensation.key, state=IdempotencyRecord.State.RECORDED
@@ -244,10 +283,7 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
         Run.objects.filter(pk=ticket.run_id, status__in=ABORT_STATES).update(
             status=Run.Status.ABORTING, ended_at=None
         )
-        if ticket.status == Ticket.Status.CLOSED:
-            ticket.status, ticket.closed_at = Ticket.Status.OPEN, None
-        ticket.updated_at = timezone.now()
-        ticket.save(update_fields=["status", "closed_at", "updated_at"])
+        Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
         _event(ticket, by, Kind.RETRIED, "")
         _wake(ticket.run_id)
     return ticket
@@ -260,15 +296,17 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
     if not note:
         raise TicketActionRefused("A note is required: say how the undo was settled.")
     with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=ticket.run_id).first()
         ticket = Ticket.objects.select_for_update().select_related("compensation").get(pk=ticket.pk)
         if ticket.status == Ticket.Status.CLOSED:
             raise TicketActionRefused("The ticket is already closed.")
         status = ticket.compensation.status
         if status in (CS.PENDING, CS.RUNNING):
             raise TicketActionRefused("A retry is running: wait for its outcome.")
-        Compensation.objects.filter(pk=ticket.compensation_id, status=status).update(
+        if not Compensation.objects.filter(pk=ticket.compensation_id, status=status).update(
             status=CS.RESOLVED, finished_at=timezone.now()
-        )
+        ):
+            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
         _ticket_close(ticket, by, Kind.RESOLVED, note)
         Run.objects.filter(pk=ticket.run_id, status=Run.Status.COMPENSATION_FAILED).update(
             status=Run.Status.ABORTING
@@ -294,10 +332,8 @@ def tickets_bulk(*, tickets: list[Ticket], by: AbstractBaseUser, action: str) ->
         try:
             if action == "retry":
                 ticket_retry(ticket=ticket, by=by)
-            elif action == "assign":
-                ticket_assign(ticket=ticket, by=by, to=by)
             else:
-                raise ValueError(f"unknown bulk action {action!r}")
+                ticket_assign(ticket=ticket, by=by, to=by)
             done.append(ticket.pk)
         except TicketActionRefused as exc:
             refused.append((ticket.pk, str(exc)))
@@ -317,6 +353,8 @@ def _ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
         _event(ticket, None, Kind.OPENED, text)
         return ticket
     kind = Kind.DEAD_LETTERED if ticket.status == Ticket.Status.OPEN else Kind.REOPENED
+    if ticket.reason == Ticket.Reason.UNMAPPABLE:
+        reason = ticket.reason  # still why: nothing could be sent
     Ticket.objects.filter(pk=ticket.pk).update(
         status=Ticket.Status.OPEN, closed_at=None, updated_at=now, reason=reason
     )

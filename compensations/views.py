@@ -39,7 +39,7 @@ def _get_ticket(request: HtmxHttpRequest, pk: int) -> Ticket:
 
 
 def _live(**ctx: Any) -> dict[str, Any]:
-    return {"pushed": live.pushed(), "poll_s": POLL_S, **ctx}
+    return {"pushed": live.pushed(), "push_path": live.PUSH_PATH, "poll_s": POLL_S, **ctx}
 
 
 @require_GET

@@ -30,17 +30,29 @@ SHOTS = Path(tempfile.gettempdir())
 
 
 @contextmanager
-def open_page() -> Iterator[Any]:
-    """A fresh browser and page (1440×1000, 10 s timeouts), closed afterwards."""
+def open_pages(count: int) -> Iterator[list[Any]]:
+    """A fresh browser with `count` pages (1440×1000, 10 s timeouts), each in a context
+    of its own — as many people, each with their own cookies — closed afterwards."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1440, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(10_000)
+        contexts = [
+            browser.new_context(viewport={"width": 1440, "height": 1000}) for _ in range(count)
+        ]
+        pages = [context.new_page() for context in contexts]
+        for page in pages:
+            page.set_default_timeout(10_000)
         try:
-            yield page
+            yield pages
         finally:
-            context.close()
+            for context in contexts:
+                context.close()
             browser.close()
+
+
+@contextmanager
+def open_page() -> Iterator[Any]:
+    """A fresh browser and page, closed afterwards."""
+    with open_pages(1) as (page,):
+        yield page

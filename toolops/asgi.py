@@ -25,6 +25,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from compensations.routing import websocket_urlpatterns as desk_ws  # noqa: E402
+from toolops.approvals.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
 from toolops.tools import builtin, registry  # noqa: E402, F401
 from traces.routing import websocket_urlpatterns as runs_ws  # noqa: E402
 
@@ -104,7 +105,7 @@ application = BodyLimit(
         {
             "http": http_application,
             "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws]))
+                AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
             ),
         }
     ),

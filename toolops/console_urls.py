@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from .approvals import views as approvals
 from .views import health, runs, tools, unknown
 
 app_name = "console"
@@ -21,6 +22,10 @@ urlpatterns = [
     path("health/<str:name>/reset/", health.breaker_reset, name="breaker-reset"),
     path("runs/<int:pk>/abort/", runs.run_abort, name="run-abort"),
     path("search/", runs.search, name="search"),
+    # The reviewer queue (toolops/approvals/): an approval's page is its API `url`.
+    path("approvals/", approvals.approval_queue, name="approvals"),
+    path("approvals/<str:approval_id>/", approvals.approval_detail, name="approval"),
+    path("approvals/<str:approval_id>/decide/", approvals.approval_decide, name="approval-decide"),
     # The support desk (compensations/): its pages share the console's shell and names.
     path("", include("compensations.urls")),
 ]

@@ -110,6 +110,13 @@ class ToolPolicyForm(forms.ModelForm):
         label="Session dedupe window (s)",
         help_text="0 turns the session duplicate check off.",
     )
+    approvals_required = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2,
+        label="Approvals required",
+        help_text="Distinct reviewers who must approve before the call runs (1 or 2).",
+    )
 
     class Meta:
         model = ToolPolicy

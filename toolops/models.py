@@ -83,6 +83,9 @@ class Run(models.Model):
         COMPENSATION_FAILED = "compensation_failed"
         BUDGET_EXHAUSTED = "budget_exhausted"
 
+    # Abort was asked for: compensating, or ended either way. Another abort is a repeat.
+    ABORT_STATES = (Status.ABORTING, Status.ABORTED, Status.COMPENSATION_FAILED)
+
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
     run_id = models.CharField(max_length=128)
     trace_id = models.CharField(max_length=32)
@@ -205,6 +208,12 @@ class ToolCall(models.Model):
     # An undo call is the worker's, not the agent's: it is not one of the run's calls in
     # the API, its summary or its budget (compensations/ owns it).
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.CALL)
+    # Set when the call waited (or waits) for a person; null on every other call, so the
+    # API answers those without a look at the approvals table.
+    approval = models.OneToOneField(
+        "toolops.Approval", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="call",
+    )  # fmt: skip
 
     objects = ToolCallQuerySet.as_manager()
 
@@ -326,6 +335,9 @@ class ToolPolicy(models.Model):
     )
     approval_ttl_s = models.PositiveIntegerField(null=True, blank=True)
     session_dedupe_window_s = models.PositiveIntegerField(null=True, blank=True)
+    approvals_required = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Distinct reviewers who must approve (1 or 2)."
+    )
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -358,3 +370,11 @@ class CircuitBreaker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.state}"
+
+
+# Approvals live in their own module set (toolops/approvals/); imported here so that
+# Django registers their models with this app.
+from toolops.approvals.models import Approval, ApprovalVote  # noqa: E402
+
+__all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "CircuitBreaker",
+           "IdempotencyRecord", "RateWindow", "Run", "ToolCall", "ToolPolicy"]  # fmt: skip

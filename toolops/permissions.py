@@ -105,3 +105,13 @@ def can_abort_runs(user: User) -> bool:
 def require_run_aborter(user: User) -> None:
     if not can_abort_runs(user):
         raise PermissionDenied("Only operators may abort runs.")
+
+
+def can_review(user: User) -> bool:
+    """Approvals: whether a held call runs is a reviewer's decision."""
+    return _is_superuser(user) or REVIEWERS in group_names(user)
+
+
+def require_reviewer(user: User) -> None:
+    if not can_review(user):
+        raise PermissionDenied("Only reviewers may see and decide approvals.")

@@ -7,6 +7,7 @@ import re
 from django.db import connection
 from django.http import Http404
 
+from toolops.approvals import services as approval_services
 from toolops.executor import breaker, claims
 from toolops.models import Agent, Run, ToolCall
 from toolops.rows import RowLoader
@@ -27,13 +28,17 @@ def run_get_for_agent(
     tool_call_id: str | None = None,
     tool: str | None = None,
     idempotency_key: str | None = None,
+    duplicate_probe: tuple[str, str, int] | None = None,
 ) -> Run:
     """The agent's own run; another agent's, a missing or a malformed id → 404.
 
     For a call, the same query also reads whether the run already has a call with that
     `tool_call_id` (`run.existing_call_pk`) and the `tool`'s breaker (`run.breaker_state`):
     two round trips fewer on every call. With `idempotency_key`, it also reads that key's
-    claim and call (`run.claim_hit`), so that a replay is answered by this one query."""
+    claim and call (`run.claim_hit`), so that a replay is answered by this one query.
+    With `duplicate_probe` (tool, args digest, window in seconds), it also reads the
+    earlier call this one may repeat in another run of the session
+    (`run.session_duplicate_pk`), for the approval gate."""
     check_id(run_id, "run")
     # On every call: hand-written, since compiling this query costs more than running it.
     existing = (
@@ -42,24 +47,29 @@ def run_get_for_agent(
         else "NULL"
     )
     columns, joins = "", ""
+    # Parameters in the order they appear: the select list's, then the joins'.
     params: list[object] = [tool_call_id] if tool_call_id is not None else []
+    join_params: list[object] = []
     if tool is not None:
         columns += f", {breaker.state_sql('b')}"
         joins += "LEFT JOIN toolops_circuitbreaker b ON b.tool = %s "
-        params.append(tool)
+        join_params.append(tool)
+    if duplicate_probe is not None:
+        columns += f", {approval_services.duplicate_sql('r')}"
+        params.extend(approval_services.duplicate_params(*duplicate_probe))
     if idempotency_key is not None:
         columns += f", {claims.with_call_sql('k', 'kc')}"
         joins += (
             'LEFT JOIN toolops_idempotencyrecord k ON k."key" = %s '
             "LEFT JOIN toolops_toolcall kc ON kc.call_id = k.call_ref "
         )
-        params.append(idempotency_key)
+        join_params.append(idempotency_key)
     sql = (
         f"SELECT {_runs.columns('r')}, {existing}{columns} "
         f"FROM toolops_run r {joins}WHERE r.agent_id = %s AND r.run_id = %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, agent.pk, run_id])
+        cursor.execute(sql, [*params, *join_params, agent.pk, run_id])
         row = cursor.fetchone()
     if row is None:
         raise Http404("no such run")
@@ -71,6 +81,8 @@ def run_get_for_agent(
     if tool is not None:
         width = len(breaker.STATE_COLUMNS)
         run.breaker_state, extra = tuple(extra[:width]), extra[width:]
+    if duplicate_probe is not None:
+        run.session_duplicate_pk, extra = extra[0], extra[1:]
     if idempotency_key is not None:
         run.claim_hit = claims.with_call_from_row(extra)
     return run
@@ -82,6 +94,8 @@ _runs = RowLoader(Run)
 def call_get_for_agent(*, agent: Agent, call_id: str) -> ToolCall:
     check_id(call_id, "call")
     try:
-        return ToolCall.objects.select_related("run").get(call_id=call_id, run__agent=agent)
+        return ToolCall.objects.select_related(
+            "run", "approval__decided_by", "approval__duplicate_of"
+        ).get(call_id=call_id, run__agent=agent)
     except ToolCall.DoesNotExist:
         raise Http404("no such call") from None

@@ -15,11 +15,22 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 from compensations import services as compensation_services
-from toolops.executor import breaker, pipeline
-from toolops.executor.pipeline import CallAnswer, CallRequest, Prepared
+from toolops.approvals import services as approval_services
+from toolops.executor import breaker
+from toolops.executor import prepare as preparing
+from toolops.executor.pipeline import CallAnswer
 from toolops.executor.pipeline import call_submit as _call_submit
+from toolops.executor.prepare import CallRequest, Prepared
 from toolops.executor.settle import call_settle
-from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy, new_trace_id
+from toolops.models import (
+    Agent,
+    Approval,
+    CircuitBreaker,
+    Run,
+    ToolCall,
+    ToolPolicy,
+    new_trace_id,
+)
 
 __all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_submit",
            "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
@@ -74,13 +85,13 @@ def run_create(
 
 
 def call_prepare(*, request: CallRequest) -> Prepared:
-    return pipeline.prepare(request)
+    return preparing.prepare(request)
 
 
 def call_write_key(
     *, agent: Agent, run_id: str, request: CallRequest, prepared: Prepared
 ) -> str | None:
-    return pipeline.write_key(agent_id=agent.pk, run_id=run_id, request=request, prepared=prepared)
+    return preparing.write_key(agent_id=agent.pk, run_id=run_id, request=request, prepared=prepared)
 
 
 def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
@@ -98,6 +109,11 @@ def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 1.5, 0.5)
         call.refresh_from_db()
+    if call.approval_id:
+        # refresh_from_db keeps a related object it already holds: read the decision anew.
+        call.approval = Approval.objects.select_related("decided_by", "duplicate_of").get(
+            pk=call.approval_id
+        )
     return call
 
 
@@ -114,13 +130,15 @@ def run_complete(*, run: Run) -> Run:
         ).update(status=Run.Status.COMPLETED, ended_at=timezone.now())
         if changed:
             compensation_services.runs_discard(run_pks=[run.pk])
+            # A completed run takes no more calls: what waits for a person ends too.
+            approval_services.approvals_end_for_run(run=run, note="run completed")
     run.refresh_from_db()
     if not changed and run.status != Run.Status.COMPLETED:
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be completed")
     return run
 
 
-ABORT_STATES = (Run.Status.ABORTING, Run.Status.ABORTED, Run.Status.COMPENSATION_FAILED)
+ABORT_STATES = Run.ABORT_STATES
 
 
 def run_abort(*, run: Run, reason: str) -> Run:
@@ -134,6 +152,9 @@ def run_abort(*, run: Run, reason: str) -> Run:
         changed = Run.objects.filter(
             pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
         ).update(status=Run.Status.ABORTING, end_reason=reason[:2000])
+        if changed:
+            # Calls still waiting for a person become `rejected` (API.md).
+            approval_services.approvals_end_for_run(run=run, note="run aborted")
         if changed and not compensation_services.compensations_start(run=run):
             Run.objects.filter(pk=run.pk).update(status=Run.Status.ABORTED, ended_at=timezone.now())
     run.refresh_from_db()

@@ -253,6 +253,12 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile-unknown-calls": {"task": "toolops.tasks.reconcile_unknown_calls", "schedule": 10.0},
     # Claims whose holder died past its lease (default 30 s): found within a minute.
     "sweep-stale-claims": {"task": "toolops.tasks.sweep_stale_claims", "schedule": 30.0},
+    # Approvals past expires_at end `expired` (API.md: enforced within 60 s), and approved
+    # calls whose message was lost are started.
+    "sweep-approvals": {
+        "task": "toolops.tasks.sweep_approvals",
+        "schedule": envfloat("TOOLOPS_APPROVAL_SWEEP_S", 15.0),
+    },
     # Compensations a lost message or a dead worker left behind: woken again.
     "sweep-compensations": {
         "task": "compensations.tasks.sweep_compensations",

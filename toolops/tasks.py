@@ -43,3 +43,24 @@ def sweep_stale_claims() -> int:
     for key in keys:
         claim_recover(key=key)
     return len(keys)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def execute_approved_call(approval_pk: int) -> str:
+    """Run a call a reviewer approved, through the normal executor path. Safe to deliver
+    twice: only the first delivery starts it."""
+    from toolops.approvals.services import approved_call_execute
+
+    return approved_call_execute(approval_pk=approval_pk)
+
+
+@shared_task(acks_late=True)
+def sweep_approvals() -> int:
+    """End approvals nobody decided in time (`rejected`, reason `expired`), and start
+    approved calls whose worker message was lost."""
+    from toolops.approvals.services import approvals_expire, approvals_stalled
+
+    expired = approvals_expire()
+    for pk in approvals_stalled():
+        execute_approved_call.delay(pk)
+    return expired

@@ -24,9 +24,10 @@
   });
 })();
 
-// The support desk with a shared channel layer (REDIS_URL): the server pushes "a ticket
-// changed" over a WebSocket, and the page's live region (hx-trigger="tickets-changed
-// from:body") fetches itself again. Reconnects with growing pauses if the socket drops.
+// Live pages with a shared channel layer (REDIS_URL): the server pushes "something
+// changed" over the WebSocket named by <body data-push>, and the page's live region
+// (hx-trigger="live-changed from:body") fetches itself again. Reconnects with growing
+// pauses if the socket drops.
 (function () {
   "use strict";
   const body = document.body;
@@ -34,9 +35,9 @@
   let pause = 1000;
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
-    const socket = new WebSocket(scheme + "//" + window.location.host + "/ws/tickets/");
+    const socket = new WebSocket(scheme + "//" + window.location.host + body.dataset.push);
     socket.onopen = function () { pause = 1000; body.dataset.pushConnected = "1"; };
-    socket.onmessage = function () { htmx.trigger(body, "tickets-changed"); };
+    socket.onmessage = function () { htmx.trigger(body, "live-changed"); };
     socket.onclose = function (event) {
       delete body.dataset.pushConnected;
       if (event.code === 4403) { return; }  // not allowed: polling would not help either
@@ -45,4 +46,89 @@
     };
   }
   connect();
+})();
+
+// Keyboard shortcuts on the reviewer pages. The queue: j / k move a highlighted row
+// down / up, Enter opens it. An approval's page: a puts focus on Approve (a again, or
+// Enter, approves: never one stray key), r puts focus in the note — a rejection needs
+// one — and Esc leaves it. Keys typed into a field belong to the field.
+(function () {
+  "use strict";
+  let selectedId = null;  // the highlighted row, kept across the table's live refreshes
+
+  function typing(target) {
+    if (!target || !target.tagName) { return false; }
+    const tag = target.tagName;
+    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || target.isContentEditable;
+  }
+  function rows() {
+    return Array.from(document.querySelectorAll("[data-shortcuts=queue] tr.approval-row"));
+  }
+  function mark(row) {
+    row.classList.add("selected");
+    row.setAttribute("aria-selected", "true");
+  }
+  function highlight(row) {
+    rows().forEach(function (r) {
+      r.classList.remove("selected");
+      r.removeAttribute("aria-selected");
+    });
+    selectedId = row.id;
+    mark(row);
+    row.scrollIntoView({ block: "nearest" });
+  }
+  function move(step) {
+    const all = rows();
+    if (!all.length) { return; }
+    let index = all.findIndex(function (r) { return r.id === selectedId; });
+    if (index < 0) {
+      index = step > 0 ? 0 : all.length - 1;
+    } else {
+      index = Math.min(all.length - 1, Math.max(0, index + step));
+    }
+    highlight(all[index]);
+  }
+  // After settling: htmx settles a swapped row by putting back its new attributes, which
+  // would drop a class set any earlier.
+  document.addEventListener("htmx:afterSettle", function () {
+    const row = selectedId && document.getElementById(selectedId);
+    if (row) { mark(row); }
+  });
+
+  function onQueue(event) {
+    if (event.key === "j" || event.key === "k") {
+      move(event.key === "j" ? 1 : -1);
+      event.preventDefault();
+    } else if (event.key === "Enter" && !event.target.closest("a, button")) {
+      const row = selectedId && document.getElementById(selectedId);
+      if (row) {
+        event.preventDefault();
+        window.location.assign(row.dataset.href);
+      }
+    }
+  }
+  function onDecide(form, event) {
+    if (event.key === "a") {
+      const approve = form.querySelector("button[value=approve]");
+      event.preventDefault();
+      if (document.activeElement === approve) { approve.click(); } else { approve.focus(); }
+    } else if (event.key === "r") {
+      event.preventDefault();
+      form.querySelector("textarea[name=note]").focus();
+    }
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) { return; }
+    const form = document.querySelector("form[data-shortcuts=decide]");
+    if (typing(event.target)) {
+      if (event.key === "Escape" && form && form.contains(event.target)) { event.target.blur(); }
+      return;
+    }
+    if (document.querySelector("[data-shortcuts=queue]")) {
+      onQueue(event);
+    } else if (form) {
+      onDecide(form, event);
+    }
+  });
 })();

@@ -36,14 +36,13 @@ def test_support_receives_a_push_and_a_reviewer_is_refused(support: Any, reviewe
         _, refused = await connect(reviewer)
         assert not refused
 
-        await get_channel_layer().group_send(GROUP, {"type": "tickets.changed", "ticket_id": 7})
+        await get_channel_layer().group_send(GROUP, {"type": "live.changed", "item": 7})
         sent = await desk.receive_output(timeout=2)
-        assert json.loads(sent["text"]) == {"type": "tickets.changed", "ticket_id": 7}
+        assert json.loads(sent["text"]) == {"type": "live.changed", "group": "tickets", "item": 7}
 
         # Removed from support since connecting: the next push closes the socket instead.
         await sync_to_async(support.groups.clear)()
-        support._console_groups = None
-        await get_channel_layer().group_send(GROUP, {"type": "tickets.changed", "ticket_id": 8})
+        await get_channel_layer().group_send(GROUP, {"type": "live.changed", "item": 8})
         closed = await desk.receive_output(timeout=2)
         assert closed == {"type": "websocket.close", "code": 4403}
         await desk.send_input({"type": "websocket.disconnect", "code": 4403})

@@ -10,7 +10,7 @@ from django.test import Client
 
 from compensations.models import Compensation, Ticket, TicketEvent
 from tests.console.conftest import logged_in
-from toolops.models import IdempotencyRecord, Run
+from toolops.models import IdempotencyRecord, Run, ToolCall
 
 from .conftest import dead_letter
 
@@ -295,3 +295,24 @@ def test_it_refuses_bad_bulk_input(support: Any, ticket: Ticket, data: dict, pro
     ticket.refresh_from_db()
     assert ticket.compensation.status == "dead_lettered"
     assert ticket.assignee is None
+
+
+def test_it_refuses_a_retry_that_could_only_fail_or_resend_blindly(
+    support: Any, agent_a: Any
+) -> None:
+    unmappable = dead_letter(agent_a[0], "r-unmappable")
+    Compensation.objects.filter(pk=unmappable.compensation_id).update(
+        problem="create_order succeeded but its undo cannot be built: $.result.x not found"
+    )
+    unknown = dead_letter(agent_a[0], "r-unknown")
+    ToolCall.objects.filter(pk=unknown.compensation.undo_call_id).update(status="unknown")
+    client = logged_in(support)
+
+    first = client.post(f"/console/tickets/{unmappable.pk}/retry/", follow=True)
+    second = client.post(f"/console/tickets/{unknown.pk}/retry/", follow=True)
+
+    assert "cannot be built from the call" in first.content.decode()
+    assert "its outcome is unknown" in second.content.decode()
+    for ticket in (unmappable, unknown):
+        assert Compensation.objects.get(pk=ticket.compensation_id).status == "dead_lettered"
+        assert Run.objects.get(pk=ticket.run_id).status == "compensation_failed"

@@ -181,6 +181,7 @@ def test_complete_discards_and_nothing_is_ever_sent(api: APIClient, shop: Shop) 
     assert runs_needing_work(grace_s=0) == []
     compensate_run(run.pk)
     assert undo_requests(shop) == []
+    run.refresh_from_db()
     assert run.status == "completed"
 
 
@@ -308,3 +309,33 @@ def test_a_call_settled_by_a_person_registers_its_undo(api: APIClient, shop: Sho
     assert settled
     compensation = Compensation.objects.get(call=call)
     assert (compensation.tool, compensation.args) == ("cancel_order", {"order_id": "o-9"})
+
+
+def test_a_write_in_flight_at_abort_is_undone_when_it_lands(api: APIClient, shop: Shop) -> None:
+    from tests.console.conftest import make_call
+
+    create_run(api)
+    succeed(api, 0, "reserve_stock", {"sku": "A12", "qty": 1}, "tc-reserve")
+    run = Run.objects.get(run_id="r-1")
+    # A charge another request is still making (its claim is held, its result not in).
+    flying = make_call(run, "tc-charge", 1, "charge", "in_progress", idempotency_key="f" * 64,
+                       args={"order_id": "o-1", "amount": "19.90"})  # fmt: skip
+    api.post("/api/v1/runs/r-1/abort", {"reason": "stop"}, format="json")
+
+    # The older undo runs; the run waits for the write in flight instead of ending.
+    assert compensate_run(run.pk) is None
+    assert Run.objects.get(pk=run.pk).status == "aborting"
+    assert len(shop.requests("/inventory/reservations/release")) == 1
+
+    # The charge lands, registering its undo as the record statement does.
+    made = shop.http.post("/payments/charges", json={"order_id": "o-1", "amount": "19.90"})
+    charge_id = made.json()["charge_id"]
+    ToolCall.objects.filter(pk=flying.pk).update(
+        status="succeeded", result={"charge_id": charge_id}
+    )
+    Compensation.objects.create(run=run, call=flying, tool="refund",
+                                args={"charge_id": charge_id}, key="g" * 64)  # fmt: skip
+
+    assert compensate_run(run.pk) == "aborted"
+    assert Compensation.objects.get(call=flying).status == "succeeded"
+    assert [r["body"]["charge_id"] for r in shop.requests("/payments/refunds")] == [charge_id]

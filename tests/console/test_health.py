@@ -151,9 +151,9 @@ def test_it_computes_failure_rates_over_each_tools_own_window(
     assert "over 10 s" in flaky_html
 
 
-# session, user, the user's groups, the two nav counts, the breakers, the attempts (one
+# session, user, the user's groups, the three nav counts, the breakers, the attempts (one
 # grouped query for every tool).
-HEALTH_QUERIES = 7
+HEALTH_QUERIES = 8
 
 
 @pytest.mark.parametrize("busy", [False, True])

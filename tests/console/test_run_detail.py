@@ -162,8 +162,8 @@ def add_calls(run: Run, count: int) -> None:
 
 # session, user, the user's groups, the run with its agent, its calls (with who settled
 # them), their attempts, their idempotency records, its compensations (with their calls
-# and tickets), the nav's two counts (unknown outcomes, open tickets).
-RUN_DETAIL_QUERIES = 10
+# and tickets), the nav's three counts (unknown outcomes, open tickets, pending approvals).
+RUN_DETAIL_QUERIES = 11
 
 
 @pytest.mark.parametrize("extra_calls", [0, 25])

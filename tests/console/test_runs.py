@@ -144,9 +144,9 @@ def make_busy_runs(agent: Agent, count: int, calls_each: int) -> None:
             make_call(run, f"tc-{i}-{j}", j, "query_stock", "succeeded" if j % 2 else "failed")
 
 
-# session, user, the user's groups, the nav's two counts, agents for the filter, count,
+# session, user, the user's groups, the nav's three counts, agents for the filter, count,
 # the page, its calls.
-RUNS_LIST_QUERIES = 9
+RUNS_LIST_QUERIES = 10
 
 
 @pytest.mark.parametrize(("runs_count", "calls_each"), [(1, 1), (20, 3)])

@@ -131,9 +131,9 @@ def test_it_says_when_a_tool_left_the_catalog(reviewer_client: Client, run: Run,
     assert b"not in the catalog" in response.content
 
 
-# session, user, the user's groups, the two nav counts (unknown outcomes, open tickets),
-# the calls with their runs and agents.
-UNKNOWN_LIST_QUERIES = 6
+# session, user, the user's groups, the three nav counts (unknown outcomes, open tickets,
+# pending approvals), the calls with their runs and agents.
+UNKNOWN_LIST_QUERIES = 7
 
 
 @pytest.mark.parametrize("count", [1, 30])

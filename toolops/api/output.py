@@ -8,6 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from toolops.approvals.services import approval_out
 from toolops.executor.pipeline import run_check_deadline
 from toolops.models import Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
@@ -32,7 +33,8 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
         "feedback": call.feedback,
         "attempts": call.attempts,
         "replayed": replayed,
-        "approval": None,
+        # Only a call that waited for a person has one: no look-up for any other.
+        "approval": approval_out(call.approval) if call.approval_id else None,
         "created_at": iso(call.created_at),
         "finished_at": iso(call.finished_at),
     }
@@ -42,7 +44,11 @@ def run_out(run: Run) -> dict[str, Any]:
     from compensations.selectors import run_compensations
 
     run_check_deadline(run)
-    calls = list(run.calls.agent_calls().order_by("created_at", "pk"))
+    calls = list(
+        run.calls.agent_calls()
+        .select_related("approval__decided_by", "approval__duplicate_of")
+        .order_by("created_at", "pk")
+    )
     for call in calls:
         call.run = run  # spare one query per call in call_out
     limited = run.has_limits

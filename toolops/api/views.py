@@ -161,6 +161,7 @@ class CallCreateApi(APIView):
             idempotency_key=services.call_write_key(
                 agent=request.user, run_id=run_id, request=call_request, prepared=prepared
             ),
+            duplicate_probe=_duplicate_probe(prepared),
         )
         answer = services.call_submit(run=run, request=call_request, prepared=prepared)
         call = answer.call
@@ -168,6 +169,14 @@ class CallCreateApi(APIView):
         return Response(
             call_out(call, replayed=answer.replayed), status=202 if call.is_waiting else 200
         )
+
+
+def _duplicate_probe(prepared: services.Prepared) -> tuple[str, str, int] | None:
+    """What the session-duplicate check needs, read along with the run (writes only)."""
+    spec = prepared.spec
+    if spec is None or spec.is_read or prepared.problem or not spec.session_dedupe_window_s:
+        return None
+    return spec.name, prepared.digest, spec.session_dedupe_window_s
 
 
 class CallDetailApi(APIView):

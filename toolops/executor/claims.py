@@ -43,6 +43,13 @@ def claim_sql(
     return sql, [key, call_ref, tool, param(lease_s), param(ttl_s)]  # type: ignore[operator]
 
 
+def now_minus_sql() -> tuple[str, object]:
+    """SQL for now − N seconds, and a function turning N into its parameter."""
+    if connection.vendor == "postgresql":
+        return "statement_timestamp() - %s * interval '1 second'", float
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', %s)", lambda s: f"-{float(s):.3f} seconds"
+
+
 @dataclass(frozen=True)
 class ClaimState:
     state: str
@@ -129,3 +136,29 @@ def record(*, key: str, fence: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None
+
+
+def reclaim(*, key: str, lease_s: float) -> int | None:
+    """Take up a claim held for a person's decision, once it is approved: a new fence and
+    lease for the worker that executes it. None: the claim is no longer open."""
+    plus, param = now_plus_sql()
+    sql = (
+        f"UPDATE {TABLE} SET fence = fence + 1, lease_until = {plus} "
+        "WHERE \"key\" = %s AND state = 'claimed' RETURNING fence"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [param(lease_s), key])  # type: ignore[operator]
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def close(*, key: str) -> bool:
+    """Record a claim whose call ended without running (rejected, expired): a replay of
+    the same request answers that ending."""
+    sql = (
+        f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {now_sql()} "
+        "WHERE \"key\" = %s AND state = 'claimed'"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        return cursor.rowcount == 1

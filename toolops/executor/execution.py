@@ -103,7 +103,7 @@ class Execution:
 
     `undo=True` for the worker's compensation calls: they are outside the run's budget
     (an exhausted run must still be undone), their spans start a trace of their own, and
-    their waits grow on every retry (equal jitter: one worker, no herd to spread)."""
+    their waits grow on every retry (one worker, no herd to spread)."""
 
     def __init__(
         self, *, run: Run, call: ToolCall, spec: ToolSpec, tokens: Tokens, fence: int | None,
@@ -186,7 +186,7 @@ class Execution:
                 return
             waited = backoff.delay(
                 retry_number=call.attempts, base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s,
-                retry_after=outcome.retry_after, jitter="full" if self.budgeted else "equal",
+                retry_after=outcome.retry_after, jitter="full" if self.budgeted else "growing",
             )  # fmt: skip
             # A long wait (an undo's backoff reaches 30 s) must not let the lease lapse and
             # invite a takeover while we sleep.

@@ -126,3 +126,30 @@ def settled(tool: str, *, succeeded: bool) -> str:
         f"{tool} was checked by a person and did not take effect. You may call it again in "
         "a new step if it is still needed."
     )
+
+
+def pending_approval(tool: str, reason: str) -> str:
+    why = {
+        "irreversible": "it cannot be undone",
+        "policy": "policy requires a person to approve it",
+        "possible_duplicate": "it repeats a call made in another run of this conversation",
+    }.get(reason, "it needs a person's approval")
+    return _cap(
+        f"{tool} is waiting for a reviewer because {why}. Nothing was sent. Poll this call "
+        "(GET /api/v1/calls/{call_id}?wait=30) for the decision; do not call it again."
+    )
+
+
+def rejected(tool: str, note: str) -> str:
+    said = f" The reviewer said: {_short(note, 200)}" if note.strip() else ""
+    return _cap(
+        f"A reviewer rejected {tool}; nothing was sent.{said} Do not retry it as it was: "
+        "change the plan, or ask the user."
+    )
+
+
+def expired(tool: str) -> str:
+    return _cap(
+        f"No reviewer decided on {tool} in time, so it was not run and nothing was sent. "
+        "Ask the user whether it is still wanted before calling it again."
+    )

@@ -10,25 +10,27 @@ from __future__ import annotations
 import difflib
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from jsonschema import Draft202012Validator, FormatChecker
 
 from toolops import rows
+from toolops.approvals import services as approval_services
 from toolops.models import Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
 from . import claims, feedback, store
-from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .execution import Execution, Tokens, charge_run, end, lease_s, ttl_s
 from .keys import client_reference, idempotency_key
+from .prepare import CallRequest, Prepared, prepare, write_key
 
 Status = ToolCall.Status
 Reason = ToolCall.Reason
 
+# A held call's claim outlives its approval by this much: the expiry task ends it first.
+HOLD_LEASE_MARGIN_S = 300
 # How long a request that lost the claim waits for the winner before answering
 # `in_progress` (it also takes over a claim whose holder died, after the lease).
 FOLLOWER_WAIT_S = 30.0
@@ -51,61 +53,9 @@ class BadCallRequest(Exception):
 
 
 @dataclass
-class CallRequest:
-    step_index: int
-    tool: str
-    args: Any
-    tool_call_id: str | None = None
-    depends_on: list[str] = field(default_factory=list)
-    tokens: int = 0
-    wait: float = 0.0
-
-
-@dataclass
 class CallAnswer:
     call: ToolCall
     replayed: bool
-
-
-@dataclass
-class Prepared:
-    spec: ToolSpec | None
-    args: dict[str, Any] | None
-    digest: str
-    canonical: bytes | None
-    problem: str | None  # invalid args, for the model
-
-
-_format_checker = FormatChecker()
-
-
-@_format_checker.checks("decimal", raises=ValueError)
-def _is_decimal(value: object) -> bool:
-    if not isinstance(value, str):
-        return True  # the "type" keyword judges non-strings
-    from decimal import Decimal, InvalidOperation
-
-    try:
-        return Decimal(value).is_finite()
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a decimal number") from None
-
-
-def write_key(
-    *, agent_id: int, run_id: str, request: CallRequest, prepared: Prepared
-) -> str | None:
-    """The idempotency key of a write that will be claimed; None for anything else.
-
-    `sha256(run : step_index : tool : canonical_args)`, the run named by its agent and
-    run_id: two agents may both call a run `r-1`, and must never share keys."""
-    spec = prepared.spec
-    if spec is None or spec.is_read or prepared.problem is not None:
-        return None
-    assert prepared.canonical is not None
-    return idempotency_key(
-        run_id=f"{agent_id}/{run_id}", step_index=request.step_index, tool=spec.name,
-        canonical_args=prepared.canonical,
-    )  # fmt: skip
 
 
 def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
@@ -177,6 +127,11 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         execution.run_attempts()
         return _record(execution, insert=True, request=request)
 
+    # The approval gate: one question, and nothing read or written when the answer is no.
+    need = approval_services.approval_needed(run=run, spec=spec, args_digest=call.args_digest)
+    if need is not None and not _takes_run_past_max_tokens(run, request.tokens):
+        return _hold(run=run, call=call, spec=spec, need=need, request=request)
+
     try:
         won = store.claim_with_call(call, lease_s=lease_s(spec), ttl_s=ttl_s())
     except IntegrityError as exc:
@@ -208,6 +163,44 @@ def _record(execution: Execution, *, insert: bool, request: CallRequest) -> Call
         return _answer_existing(existing, request, execution.call.args_digest, execution.spec)
     # Not recorded: our lease ran out and someone else holds this call; theirs is the answer.
     return CallAnswer(execution.call, replayed=not recorded)
+
+
+class _LostClaim(Exception):
+    pass
+
+
+def _hold(
+    *, run: Run, call: ToolCall, spec: ToolSpec, need: Any, request: CallRequest
+) -> CallAnswer:
+    """Hold a call for a person: its key is claimed (so the same request again is the
+    same pending call, never a second approval) and its approval opened, in one
+    transaction; nothing is sent. The claim's lease outlives the approval, so no sweep
+    takes it over while a person decides."""
+    call.status = Status.PENDING_APPROVAL
+    call.feedback = feedback.pending_approval(spec.name, need.reason)
+    try:
+        with transaction.atomic():
+            call.approval = approval_services.approval_open(run=run, call=call, need=need)
+            if not store.claim_with_call(
+                call, lease_s=need.ttl_s + HOLD_LEASE_MARGIN_S, ttl_s=ttl_s()
+            ):
+                raise _LostClaim
+            # The call is accepted: its tokens count now, once.
+            charge_run(run, attempts=0, tokens=request.tokens)
+    except _LostClaim:
+        return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
+    except IntegrityError as exc:
+        if not _is_tool_call_id_clash(exc):
+            raise
+        existing = _by_tool_call_id(run, request)
+        return _answer_existing(existing, request, call.args_digest, spec)
+    return CallAnswer(call, replayed=False)
+
+
+def _takes_run_past_max_tokens(run: Run, tokens: int) -> bool:
+    """Such a call is counted but never run (API.md): it takes the ordinary path, which
+    ends it `budget_exhausted`, rather than waiting for a person first."""
+    return bool(tokens) and run.max_tokens is not None and run.tokens_used + tokens > run.max_tokens
 
 
 def _end_over_tokens(call: ToolCall) -> None:
@@ -242,42 +235,6 @@ def _existing_call(run: Run, tool_call_id: str) -> ToolCall | None:
         pk = run.existing_call_pk
         return None if pk is None else ToolCall.objects.select_related("run").get(pk=pk)
     return ToolCall.objects.select_related("run").filter(run=run, tool_call_id=tool_call_id).first()
-
-
-def prepare(request: CallRequest) -> Prepared:
-    """The request's tool, args (as sent, made to fit the schema) and canonical form.
-    Needs no database, so the API can make the key before it looks the run up."""
-    spec = registry.get(request.tool, include_internal=False)
-    try:
-        raw = parse_args(request.args)
-    except ArgsError as exc:
-        text = request.args if isinstance(request.args, str) else repr(request.args)
-        return Prepared(spec, None, digest(text.encode()), None, exc.message)
-    schema = spec.params_schema if spec else None
-    # The tool receives the args as sent (made to fit the schema); the key is made from
-    # their canonical form, so model jitter does not change it.
-    args = normalize(raw, schema, canonical=False)
-    try:
-        canonical = canonical_json(normalize(raw, schema))
-    except ArgsError as exc:
-        return Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
-    problem = schema_problem(spec, args) if spec else None
-    return Prepared(spec, args, digest(canonical), canonical, problem)
-
-
-def schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
-    validator = Draft202012Validator(spec.params_schema, format_checker=_format_checker)
-    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
-    if not errors:
-        return None
-    first = errors[0]
-    where = ".".join(str(p) for p in first.absolute_path)
-    message = first.message
-    if first.validator == "required":
-        return message  # "'qty' is a required property" names the field already
-    if first.validator == "additionalProperties":
-        return message
-    return f"field {where!r}: {message}" if where else message
 
 
 def _check_dependencies(run: Run, ids: list[str]) -> list[str]:
@@ -334,7 +291,8 @@ def _follow(*, run: Run, spec: ToolSpec, key: str, wait: float) -> CallAnswer:
             raise ToolCallConflict("the idempotency record vanished; send the call again")
         state, call = found
         call.run = run  # the key is the run's: the call is in this run
-        if state.state == "recorded":
+        if state.state == "recorded" or call.status == Status.PENDING_APPROVAL:
+            # A call held for a person is answered as it stands; `wait` long-polls it.
             return CallAnswer(call, replayed=True)
         if state.lease_expired:
             fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=lease_s(spec))
@@ -354,8 +312,9 @@ def recover_stale_claim(*, key: str) -> ToolCall | None:
     if found is None:
         return None
     state, call = found
-    if call.role == ToolCall.Role.UNDO:
-        return None  # the compensations sweep resumes its own calls
+    if call.role == ToolCall.Role.UNDO or call.status == Status.PENDING_APPROVAL:
+        # The compensations sweep resumes its own calls; a held call waits for a person.
+        return None
     spec = registry.get(call.tool)
     if state.state != "claimed" or not state.lease_expired or spec is None:
         return None

@@ -26,7 +26,9 @@ RECONCILE_CAP_S = 300.0
 
 def unknown_calls_due(*, limit: int = 50) -> list[int]:
     return list(
-        ToolCall.objects.filter(status=Status.UNKNOWN, next_reconcile_at__lte=timezone.now())
+        # The worker's undo calls are settled on their ticket, with their compensation.
+        ToolCall.objects.agent_calls()
+        .filter(status=Status.UNKNOWN, next_reconcile_at__lte=timezone.now())
         .order_by("next_reconcile_at")
         .values_list("pk", flat=True)[:limit]
     )

@@ -19,7 +19,7 @@ from . import claims, feedback, store
 from .canonical import canonical_json, digest
 from .execution import Execution, Tokens, end, lease_s, ttl_s
 from .keys import client_reference
-from .pipeline import schema_problem
+from .prepare import schema_problem
 
 # An undo's retries (API.md): the undo tool's max_attempts when the catalog sets it, else
 # 5; backoff from 1 s, capped at 30 s.
@@ -81,8 +81,7 @@ def undo_execute(
     if store.claim_with_call(call, lease_s=lease_s(spec), ttl_s=ttl_s()):
         execution = _execution(run, call, spec, fence=1, trace_id=trace_id)
         execution.run_attempts()
-        execution.record(insert=False)
-        return execution.call
+        return _recorded(execution)
     held = claims.peek_with_call(key=key)
     if held is None:
         return None  # the claim vanished between our insert and our look: try later
@@ -98,8 +97,13 @@ def undo_execute(
         return None
     execution = _execution(run, current, spec, fence=fence, trace_id=trace_id)
     execution.resume()
-    execution.record(insert=False)
-    return execution.call
+    return _recorded(execution)
+
+
+def _recorded(execution: Execution) -> ToolCall | None:
+    # Not recorded: our lease lapsed mid-round and another worker took the round over;
+    # its outcome is the one that counts.
+    return execution.call if execution.record(insert=False) else None
 
 
 def _execution(run: Run, call: ToolCall, spec: ToolSpec, *, fence: int, trace_id: str) -> Execution:

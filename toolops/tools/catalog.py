@@ -21,7 +21,7 @@ FIELDS = {
     "requires_approval", "approval_ttl_s", "idempotency_header", "client_reference", "query",
     "business_key", "session_dedupe_window_s", "compensation", "breaker", "params_schema",
     "result_schema", "internal", "allow_partial", "backoff_base_s", "backoff_cap_s",
-    "query_before_write",
+    "query_before_write", "approvals_required",
 }  # fmt: skip
 BREAKER_FIELDS = {f.name for f in BreakerConfig.__dataclass_fields__.values()}
 
@@ -92,6 +92,7 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
         "internal": _get(entry, name, "internal", bool, False),
         "requires_approval": _get(entry, name, "requires_approval", bool, kind == "irreversible"),
         "approval_ttl_s": _positive(entry, name, "approval_ttl_s", 1800, integer=True),
+        "approvals_required": _positive(entry, name, "approvals_required", 1, integer=True),
         "timeout_s": _positive(entry, name, "timeout_s", 5.0),
         "max_attempts": _positive(entry, name, "max_attempts", 3, integer=True),
         "max_attempts_declared": "max_attempts" in entry,
@@ -120,6 +121,8 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
         raise CatalogError(name, "allow_partial", "is only allowed on read tools")
     if kwargs["query_before_write"] and (kind == "read" or kwargs["query"] is None):
         raise CatalogError(name, "query_before_write", "needs a write tool with a query")
+    if kwargs["approvals_required"] > 2:
+        raise CatalogError(name, "approvals_required", "must be 1 or 2")
     if kind == "compensable_write" and kwargs["compensation"] is None:
         raise CatalogError(name, "compensation", "is required for a compensable_write")
     return ToolSpec(**kwargs)

@@ -44,6 +44,7 @@ class ToolSpec:
     internal: bool = False
     requires_approval: bool = False
     approval_ttl_s: int = DEFAULT_APPROVAL_TTL_S
+    approvals_required: int = 1
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_attempts_declared: bool = False

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from django.http import Http404
 
 from toolops.models import ToolCall
-from toolops.permissions import can_edit_policies, can_work_tickets, role_label
+from toolops.permissions import can_edit_policies, can_review, can_work_tickets, role_label
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.spec import ToolSpec
@@ -41,7 +41,7 @@ __all__ = [
 
 def _unknown_count() -> int:
     # Cases only a person can close. One COUNT on (status, created_at).
-    return ToolCall.objects.filter(status=ToolCall.Status.UNKNOWN).count()
+    return ToolCall.objects.agent_calls().filter(status=ToolCall.Status.UNKNOWN).count()
 
 
 # The nav badges: context name → how to count it. Every console page pays one query per
@@ -54,9 +54,17 @@ def _open_tickets() -> int:
     return Ticket.objects.open().count()
 
 
+def _pending_approvals() -> int:
+    # Calls waiting for a reviewer. One COUNT on (status, created_at).
+    from toolops.approvals.models import Approval
+
+    return Approval.objects.pending().count()
+
+
 NAV_COUNTS: dict[str, Callable[[], int]] = {
     "unknown_count": _unknown_count,
     "open_tickets": _open_tickets,
+    "pending_approvals": _pending_approvals,
 }
 
 
@@ -68,6 +76,7 @@ def page_context(request: HttpRequest, nav: str, **ctx: Any) -> dict[str, Any]:
         "role": role_label(request.user),
         "can_edit_policies": can_edit_policies(request.user),
         "can_work_tickets": can_work_tickets(request.user),
+        "can_review": can_review(request.user),
         **{name: count() for name, count in NAV_COUNTS.items()},
         **ctx,
     }

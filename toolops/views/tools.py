@@ -29,6 +29,7 @@ POLICY_COLUMNS = (
     ("backoff_cap_s", "backoff cap"),
     ("requires_approval", "approval"),
     ("approval_ttl_s", "approval TTL"),
+    ("approvals_required", "approvers"),
     ("session_dedupe_window_s", "dedupe window"),
 )
 

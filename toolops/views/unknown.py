@@ -40,7 +40,9 @@ def _query_tool(spec: ToolSpec | None) -> str | None:
 def unknown_list(request: HtmxHttpRequest) -> HttpResponse:
     specs = catalog()
     calls = (
-        ToolCall.objects.filter(status=ToolCall.Status.UNKNOWN)
+        # The worker's undo calls are settled on their ticket (the support desk), not here.
+        ToolCall.objects.agent_calls()
+        .filter(status=ToolCall.Status.UNKNOWN)
         .select_related("run__agent")
         .defer("args", "result")  # possibly large, and not shown here
         .order_by("created_at", "pk")[:UNKNOWN_LIMIT]

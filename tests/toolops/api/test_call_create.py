@@ -406,7 +406,6 @@ def test_it_sends_the_contract_headers(api: APIClient, run: dict[str, Any], shop
     assert len(parents) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="The approval gate is not built yet (approvals issue).")
 def test_it_holds_a_call_that_needs_approval(
     api: APIClient, run: dict[str, Any], shop: Shop
 ) -> None:

@@ -1,0 +1,122 @@
+"""Reads for the reviewer queue and an approval's page. Access is checked by the views
+(toolops.permissions.require_reviewer) before any of these run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from toolops.approvals.models import Approval, ApprovalVote
+from toolops.models import ToolCall
+
+# More than this many waiting at once is an incident, not a queue to page through.
+QUEUE_LIMIT = 200
+# The earlier steps shown on an approval's page: the nearest ones.
+EARLIER_LIMIT = 100
+
+APPROVE = ApprovalVote.Decision.APPROVE
+
+
+def approval_queue(*, filters: dict[str, Any], user: Any) -> QuerySet[Approval]:
+    """Pending approvals matching the queue's filters, oldest first (the longest wait is
+    first), each with its held call, run and agent, how many approvals it has, and whether
+    `user` already voted on it. One query."""
+    approvals = (
+        Approval.objects.pending()
+        .select_related("run__agent", "call")
+        .defer("call__result")  # possibly large, and not shown in the queue
+        .annotate(
+            approved=Count("votes", filter=Q(votes__decision=APPROVE)),
+            mine=Exists(ApprovalVote.objects.filter(approval=OuterRef("pk"), reviewer=user)),
+        )
+    )
+    if filters.get("tool"):
+        approvals = approvals.filter(tool=filters["tool"])
+    if filters.get("agent"):
+        approvals = approvals.filter(run__agent_id=filters["agent"])
+    if filters.get("reason"):
+        approvals = approvals.filter(reason=filters["reason"])
+    return approvals.order_by("created_at", "pk")
+
+
+def approval_counts() -> dict[str, int]:
+    """Pending approvals in all, per reason, and past their time (the worker ends those
+    within a minute), in one query on the (status, created_at) index."""
+    reasons = Approval.Reason
+    return Approval.objects.pending().aggregate(
+        pending=Count("pk"),
+        irreversible=Count("pk", filter=Q(reason=reasons.IRREVERSIBLE)),
+        policy=Count("pk", filter=Q(reason=reasons.POLICY)),
+        possible_duplicate=Count("pk", filter=Q(reason=reasons.POSSIBLE_DUPLICATE)),
+        overdue=Count("pk", filter=Q(expires_at__lte=timezone.now())),
+    )
+
+
+def approval_next(*, user: Any, after: Approval) -> Approval | None:
+    """The oldest approval `user` can still decide, other than `after`: where a reviewer
+    goes once a decision is made."""
+    return (
+        Approval.objects.pending()
+        .filter(expires_at__gt=timezone.now())
+        .exclude(pk=after.pk)
+        .exclude(votes__reviewer=user)
+        .order_by("created_at", "pk")
+        .only("approval_id")
+        .first()
+    )
+
+
+def approvals_for_page() -> QuerySet[Approval]:
+    """Approvals with what their page shows in the same query: the held call, its run and
+    agent, the possible duplicate and its run, and who decided."""
+    return Approval.objects.select_related("run__agent", "call", "duplicate_of__run", "decided_by")
+
+
+def held_call(approval: Approval) -> ToolCall | None:
+    """The call that waits (or waited) on `approval`; None if it is gone."""
+    try:
+        return approval.call  # type: ignore[attr-defined, no-any-return]
+    except ToolCall.DoesNotExist:
+        return None
+
+
+def approval_votes(*, approval: Approval) -> list[ApprovalVote]:
+    """Every vote so far, oldest first, with its reviewer."""
+    return list(approval.votes.select_related("reviewer"))
+
+
+@dataclass
+class Votes:
+    """The votes as the page shows them: "1 of 2 approvals: rita"."""
+
+    all: list[ApprovalVote]
+    approvers: list[str]
+    rejecters: list[str]
+    mine: ApprovalVote | None
+
+
+def votes_summary(*, approval: Approval, user: Any) -> Votes:
+    votes = approval_votes(approval=approval)
+    return Votes(
+        all=votes,
+        approvers=[v.reviewer.get_username() for v in votes if v.decision == APPROVE],
+        rejecters=[v.reviewer.get_username() for v in votes if v.decision != APPROVE],
+        mine=next((v for v in votes if v.reviewer_id == user.pk), None),
+    )
+
+
+def earlier_calls(*, call: ToolCall) -> list[ToolCall]:
+    """The run's agent calls before `call` (a lower step_index, or made before it), in
+    step order: what the agent did on the way here, with their outcomes. At most the
+    EARLIER_LIMIT nearest, read newest first on the (run, created_at) index."""
+    calls = list(
+        ToolCall.objects.agent_calls()
+        .filter(run_id=call.run_id)
+        .filter(Q(step_index__lt=call.step_index) | Q(created_at__lt=call.created_at))
+        .exclude(pk=call.pk)
+        .order_by("-created_at", "-pk")[:EARLIER_LIMIT]
+    )
+    return sorted(calls, key=lambda c: (c.step_index, c.created_at, c.pk))

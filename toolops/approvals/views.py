@@ -1,0 +1,195 @@
+"""The reviewer queue and an approval's page (API.md: an approval's `url` shows the call's
+tool_call_id and run_id and has buttons named "Approve" and "Reject"). Both refresh
+themselves like the support desk — pushed over Channels when REDIS_URL is set, polled by
+htmx otherwise. A decision is a plain POST form that redirects (Post/Redirect/Get) to
+the next approval waiting, so a reviewer can work down the queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from toolops import live
+from toolops.approvals import selectors, services
+from toolops.approvals.consumers import PUSH_PATH
+from toolops.approvals.forms import ApprovalFilterForm, DecisionForm
+from toolops.approvals.models import Approval
+from toolops.approvals.wording import describe, reason_text
+from toolops.models import Agent, ToolCall
+from toolops.permissions import console_required, require_reviewer
+from toolops.redaction import redact
+from toolops.tools.spec import ToolSpec
+from toolops.views.common import HtmxHttpRequest, catalog, page_context, pretty
+
+# How often a page polls when nothing pushes changes to it.
+POLL_S = 3
+
+
+def _get_approval(request: HtmxHttpRequest, approval_id: str) -> Approval:
+    """Reviewers (and superusers) only; another console user → 403, unknown id → 404."""
+    require_reviewer(request.user)
+    return get_object_or_404(selectors.approvals_for_page(), approval_id=approval_id)
+
+
+def _live(**ctx: Any) -> dict[str, Any]:
+    return {"pushed": live.pushed(), "push_path": PUSH_PATH, "poll_s": POLL_S, **ctx}
+
+
+def _schema(specs: dict[str, ToolSpec], tool: str) -> dict[str, Any] | None:
+    spec = specs.get(tool)
+    return spec.params_schema if spec is not None else None
+
+
+def _action(approval: Approval, call: ToolCall | None, specs: dict[str, ToolSpec]) -> str:
+    """The held call in plain words; just the tool's name if the call is gone."""
+    return describe(call, _schema(specs, call.tool)) if call else approval.tool
+
+
+# -- the queue ---------------------------------------------------------------------------
+
+
+@dataclass
+class QueueRow:
+    approval: Approval
+    call: ToolCall | None
+    action: str
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@console_required
+def approval_queue(request: HtmxHttpRequest) -> HttpResponse:
+    require_reviewer(request.user)
+    form = ApprovalFilterForm(request.GET)
+    filters = form.filters()
+    specs = catalog()
+    approvals = selectors.approval_queue(filters=filters, user=request.user)
+    rows = []
+    for approval in approvals[: selectors.QUEUE_LIMIT]:
+        call = selectors.held_call(approval)
+        rows.append(QueueRow(approval, call, _action(approval, call, specs)))
+    ctx = _live(
+        form=form, filters=filters, rows=rows, counts=selectors.approval_counts(),
+        limit=selectors.QUEUE_LIMIT, now=timezone.now(),
+    )  # fmt: skip
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "approvals/queue.html#approval-table", ctx)
+    ctx["tools"] = sorted(name for name, spec in specs.items() if not spec.internal)
+    ctx["agents"] = list(Agent.objects.order_by("name").values_list("pk", "name"))
+    return render(request, "approvals/queue.html", page_context(request, "approvals", **ctx))
+
+
+# -- an approval's page ------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """A call shown on an approval's page: the held one, an earlier one or a duplicate."""
+
+    call: ToolCall
+    action: str
+    args_json: str
+    result_json: str
+
+
+def _step(call: ToolCall, specs: dict[str, ToolSpec]) -> Step:
+    schema = _schema(specs, call.tool)
+    # Shown to people with sensitive fields redacted (by name or schema marking).
+    return Step(
+        call=call,
+        action=describe(call, schema),
+        args_json=pretty(redact(call.args, schema)),
+        result_json=pretty(redact(call.result)),
+    )
+
+
+def _status_context(request: HtmxHttpRequest, approval: Approval) -> dict[str, Any]:
+    """What the page's live region shows: the decision so far."""
+    call = selectors.held_call(approval)
+    return {
+        "approval": approval,
+        "call": call,
+        "action": _action(approval, call, catalog()),
+        "reason_text": reason_text(approval.reason),
+        "votes": selectors.votes_summary(approval=approval, user=request.user),
+        "now": timezone.now(),
+    }
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@console_required
+def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
+    approval = _get_approval(request, approval_id)
+    ctx = _live(**_status_context(request, approval))
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "approvals/approval.html#approval-live", ctx)
+    specs = catalog()
+    call = ctx["call"]
+    duplicate = approval.duplicate_of
+    ctx.update(
+        held=_step(call, specs) if call else None,
+        earlier=[_step(c, specs) for c in selectors.earlier_calls(call=call)] if call else [],
+        earlier_limit=selectors.EARLIER_LIMIT,
+        duplicate=_step(duplicate, specs) if duplicate else None,
+        # The args hash as this page shows it: the decision names it, and the service
+        # refuses it if the approval holds other args by then.
+        form=DecisionForm(initial={"args_hash": approval.args_hash}),
+        decidable=approval.status == Approval.Status.PENDING and call is not None,
+    )
+    return render(request, "approvals/approval.html", page_context(request, "approvals", **ctx))
+
+
+# -- deciding ---------------------------------------------------------------------------------
+
+
+def _said(approval: Approval, decided: Approval, *, approve: bool) -> str:
+    """The message after a decision; `approval` as the page read it, `decided` as the
+    service left it."""
+    call = selectors.held_call(approval)
+    what = f"“{_action(approval, call, catalog())}”"
+    if call is not None:
+        what = f"{what} ({call.tool_call_id} in run {approval.run.run_id})"
+    if not approve:
+        return f"Rejected {what}: the agent is told why."
+    if decided.status == Approval.Status.APPROVED:
+        return f"Approved {what}: the worker runs it now."
+    approved = decided.votes.filter(decision="approve").count()
+    return (
+        f"Approved {what}: {approved} of {decided.approvals_required} approvals; it waits "
+        "for another reviewer."
+    )
+
+
+@require_POST
+@console_required
+def approval_decide(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
+    approval = _get_approval(request, approval_id)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Nothing was decided: {form.problem()}")
+        return redirect("console:approval", approval_id=approval.approval_id)
+    approve = form.cleaned_data["decision"] == "approve"
+    try:
+        decided = services.approval_decide(
+            approval=approval,
+            by=request.user,  # type: ignore[arg-type]
+            approve=approve,
+            note=form.cleaned_data["note"],
+            args_hash=form.cleaned_data["args_hash"],
+        )
+    except services.DecisionRefused as exc:
+        messages.error(request, str(exc))
+        return redirect("console:approval", approval_id=approval.approval_id)
+    messages.success(request, _said(approval, decided, approve=approve))
+    following = selectors.approval_next(user=request.user, after=decided)
+    if following is None:
+        return redirect("console:approvals")
+    return redirect("console:approval", approval_id=following.approval_id)

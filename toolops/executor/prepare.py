@@ -1,0 +1,104 @@
+"""What a call asks for, before any database work: the tool, the args as sent (made to
+fit the schema), their canonical form and digest, the schema's verdict, and — for a
+write — the idempotency key. The API makes all of it before it reads the run, so that
+one query can also find a replay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+from toolops.tools import registry
+from toolops.tools.spec import ToolSpec
+
+from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
+from .keys import idempotency_key
+
+
+@dataclass
+class CallRequest:
+    step_index: int
+    tool: str
+    args: Any
+    tool_call_id: str | None = None
+    depends_on: list[str] = field(default_factory=list)
+    tokens: int = 0
+    wait: float = 0.0
+
+
+@dataclass
+class Prepared:
+    spec: ToolSpec | None
+    args: dict[str, Any] | None
+    digest: str
+    canonical: bytes | None
+    problem: str | None  # invalid args, for the model
+
+
+_format_checker = FormatChecker()
+
+
+@_format_checker.checks("decimal", raises=ValueError)
+def _is_decimal(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # the "type" keyword judges non-strings
+    try:
+        return Decimal(value).is_finite()
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a decimal number") from None
+
+
+def write_key(
+    *, agent_id: int, run_id: str, request: CallRequest, prepared: Prepared
+) -> str | None:
+    """The idempotency key of a write that will be claimed; None for anything else.
+
+    `sha256(run : step_index : tool : canonical_args)`, the run named by its agent and
+    run_id: two agents may both call a run `r-1`, and must never share keys."""
+    spec = prepared.spec
+    if spec is None or spec.is_read or prepared.problem is not None:
+        return None
+    assert prepared.canonical is not None
+    return idempotency_key(
+        run_id=f"{agent_id}/{run_id}", step_index=request.step_index, tool=spec.name,
+        canonical_args=prepared.canonical,
+    )  # fmt: skip
+
+
+def prepare(request: CallRequest) -> Prepared:
+    """The request's tool, args (as sent, made to fit the schema) and canonical form.
+    Needs no database, so the API can make the key before it looks the run up."""
+    spec = registry.get(request.tool, include_internal=False)
+    try:
+        raw = parse_args(request.args)
+    except ArgsError as exc:
+        text = request.args if isinstance(request.args, str) else repr(request.args)
+        return Prepared(spec, None, digest(text.encode()), None, exc.message)
+    schema = spec.params_schema if spec else None
+    # The tool receives the args as sent (made to fit the schema); the key is made from
+    # their canonical form, so model jitter does not change it.
+    args = normalize(raw, schema, canonical=False)
+    try:
+        canonical = canonical_json(normalize(raw, schema))
+    except ArgsError as exc:
+        return Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
+    problem = schema_problem(spec, args) if spec else None
+    return Prepared(spec, args, digest(canonical), canonical, problem)
+
+
+def schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
+    validator = Draft202012Validator(spec.params_schema, format_checker=_format_checker)
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    first = errors[0]
+    where = ".".join(str(p) for p in first.absolute_path)
+    message = first.message
+    if first.validator == "required":
+        return message  # "'qty' is a required property" names the field already
+    if first.validator == "additionalProperties":
+        return message
+    return f"field {where!r}: {message}" if where else message
