@@ -19,6 +19,7 @@ URL = "/console/tools/create_order/policy/"
 EMPTY = {
     "timeout_s": "", "max_attempts": "", "backoff_base_s": "", "backoff_cap_s": "",
     "requires_approval": "unknown", "approval_ttl_s": "", "session_dedupe_window_s": "",
+    "approvals_required": "",
 }  # fmt: skip
 
 
@@ -127,6 +128,8 @@ def test_it_saves_nothing_when_nothing_changed(shop: Any, operator_client: Clien
         ("approval_ttl_s", "0", "greater than or equal to 1"),
         ("session_dedupe_window_s", "-5", "greater than or equal to 0"),
         ("session_dedupe_window_s", "99999999999", "less than or equal to"),
+        ("approvals_required", "3", "less than or equal to 2"),
+        ("approvals_required", "0", "greater than or equal to 1"),
     ],
 )
 def test_it_rejects_bad_input_and_writes_nothing(
@@ -145,6 +148,15 @@ def test_it_rejects_bad_input_and_writes_nothing(
     assert response.context["form"].errors[field]
     assert not ToolPolicy.objects.exists()
     assert not LogEntry.objects.exists()
+
+
+def test_it_sets_two_reviewers_for_a_tool(shop: Any, operator_client: Client) -> None:
+    from toolops.tools import registry
+
+    operator_client.post(URL, {**EMPTY, "approvals_required": "2"})
+
+    assert ToolPolicy.objects.get(tool="create_order").approvals_required == 2
+    assert registry.get("create_order").approvals_required == 2
 
 
 def test_it_accepts_zero_to_turn_the_dedupe_window_off(shop: Any, operator_client: Client) -> None:

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 AS = Approval.Status
 CS = ToolCall.Status
-# An approved call's worker message may be lost: the sweep starts it after this.
-EXECUTE_GRACE_S = 10.0
 # Statuses of an earlier call that make a repeat suspicious: it took, or may have taken,
 # effect (a failed, rejected or skipped call did not).
 DUPLICATE_STATUSES = (CS.SUCCEEDED, CS.DEGRADED, CS.UNKNOWN, CS.PENDING_APPROVAL,
@@ -270,9 +268,12 @@ def approvals_expire(*, limit: int = 200) -> int:
     return ended
 
 
-def approvals_stalled(*, grace_s: float = EXECUTE_GRACE_S) -> list[int]:
-    """Approved calls nobody started: their worker message was lost."""
-    since = timezone.now() - timedelta(seconds=grace_s)
+def approvals_stalled() -> list[int]:
+    """Approved calls nobody started within TOOLOPS_APPROVAL_GRACE_S: their worker
+    message was lost."""
+    from django.conf import settings
+
+    since = timezone.now() - timedelta(seconds=settings.TOOLOPS_APPROVAL_GRACE_S)
     return list(
         Approval.objects.filter(
             status=AS.APPROVED, execution_started_at__isnull=True, decided_at__lt=since
