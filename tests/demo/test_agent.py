@@ -6,20 +6,25 @@ import io
 import re
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 from compensations.models import Ticket
+from tests.conftest import server_env
 from tests.worker import Worker
-from toolops.demo import agent, saga
-from toolops.models import Agent, CircuitBreaker, Run, ToolCall
+from toolops.approvals.services import approvals_expire
+from toolops.demo import agent, reviewer, saga, scenario
+from toolops.models import Agent, Approval, CircuitBreaker, Run, ToolCall
 from toolops.tasks import reconcile_unknown_calls
 
 from .launcher import (
@@ -32,12 +37,14 @@ from .launcher import (
     processes_with_env,
 )
 
-# What each scenario leaves its runs as. `running` stays possible where a call may wait
-# for a reviewer (create_order and charge require approval in the catalog) or stay
-# unknown while a worker reconciles it. The aborted runs are undone by a real worker.
+# What each scenario leaves its runs as. create_order and charge wait for a reviewer:
+# the scripted reviewer approves them in the resilience scenarios' runs, so those run
+# through; the approval scenarios leave a call waiting for a person (`running`). The
+# charge timeout may stay unknown while a worker reconciles it. The aborted runs are
+# undone by a real worker.
 EXPECTED_STATUSES = {
-    "happy-path order": {"completed", "running"},
-    "lost response": {"completed", "running"},
+    "happy-path order": {"completed"},
+    "lost response": {"completed"},
     "charge timeout": {"completed", "running"},
     "flaky read": {"completed"},
     "rate-limited read": {"completed"},
@@ -45,8 +52,12 @@ EXPECTED_STATUSES = {
     "bad input": {"completed"},
     "budget": {"budget_exhausted"},
     "abort": {"aborted"},
-    "saga abort": {"aborted", "running"},
-    "dead letter": {"compensation_failed", "running"},
+    "saga abort": {"aborted"},
+    "dead letter": {"compensation_failed"},
+    # The order's run completes; the run of the call a person decides stays running.
+    "charge waits for a reviewer": {"completed", "running"},
+    "possible duplicate": {"completed", "running"},
+    "approval expires": {"running"},
     "dependency": {"completed"},
     "circuit breaker": {"completed"},
     # Left running: its charge is unknown until the worker (or a person) settles it.
@@ -56,20 +67,67 @@ EXPECTED_STATUSES = {
 }
 
 
-def run_agent(url: str, token: str, shop_url: str) -> tuple[int, str]:
-    out = io.StringIO()
+def run_agent(
+    url: str, token: str, shop_url: str, out: io.StringIO | None = None
+) -> tuple[int, str]:
+    out = out or io.StringIO()
     code = agent.main(["--url", url, "--token", token, "--shop", shop_url], out=out)
     return code, out.getvalue()
 
 
+@pytest.fixture
+def scripted_reviewer(transactional_db: None) -> Iterator[Callable[[Path], User]]:
+    """Start the demo's scripted reviewer (`python -m toolops.demo.reviewer`, as
+    `manage.py demo` does) on the test database: `scripted_reviewer(data_dir)` → the
+    `reviewer` user it decides as. It shares the data directory of the worker, hence its
+    broker: an approval's message reaches that worker."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(data_dir: Path) -> User:
+        user = User.objects.create_user("reviewer", "", "not-used")
+        user.groups.add(Group.objects.get_or_create(name="reviewers")[0])
+        log = data_dir / "reviewer.log"
+        env = server_env(TOOLOPS_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1")
+        with log.open("wb") as fh:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, *reviewer.ARGS],
+                    cwd=ROOT,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            )
+        deadline = time.monotonic() + 30
+        while reviewer.READY not in log.read_text():
+            assert procs[-1].poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"the reviewer did not start:\n{log.read_text()}"
+            time.sleep(0.1)
+        return user
+
+    yield start
+    # Stopped before the test database is flushed.
+    for proc in procs:
+        proc.terminate()
+        assert proc.wait(15) == 0
+
+
 def test_the_scripted_agent_runs_every_scenario(
-    worker: Callable[..., Worker], toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
+    worker: Callable[..., Worker],
+    toolops_server: Any,
+    shop: Any,
+    agent_a: tuple[Agent, str],
+    scripted_reviewer: Callable[[Path], User],
 ) -> None:
-    # The server shares the worker's data directory, hence its broker: the aborts wake it.
+    # The server shares the worker's data directory, hence its broker: the aborts wake it,
+    # and so do the scripted reviewer's approvals.
     w = worker()
     server = toolops_server(TOOLOPS_DATA_DIR=str(w.data_dir))
+    person = scripted_reviewer(w.data_dir)
+    out = io.StringIO()
     started = time.monotonic()
-    code, output = run_agent(server.url, agent_a[1], shop.url)
+    code, output = run_agent(server.url, agent_a[1], shop.url, out)
     elapsed = time.monotonic() - started
 
     assert code == 0, f"{output}\nworker output:\n{w.output()}"
@@ -97,6 +155,8 @@ def test_the_scripted_agent_runs_every_scenario(
 
     check_sagas(lines, runs, shop)
     check_new_scenarios(lines, runs, shop)
+    check_scripted_reviewer(lines, runs, person)
+    check_approval_scenarios(lines, runs, shop, out)
 
 
 def assert_until_in_utc(line: str) -> None:
@@ -207,6 +267,99 @@ def check_new_scenarios(lines: dict[str, str], runs: dict[str, Run], shop: Any) 
     assert "query_stock (tc-3)" in line and "reserve_stock (tc-5)" in line, line
 
 
+def check_scripted_reviewer(lines: dict[str, str], runs: dict[str, Run], person: User) -> None:
+    """The resilience scenarios ran through: the scripted reviewer approved their
+    create_order and charge, each decision audited like a person's."""
+    line = lines["happy-path order"]
+    assert "create_order and charge approved by reviewer (the demo's scripted reviewer)" in line
+    run = run_of(line, runs)
+    assert run.status == "completed"
+    calls = {c.tool: c for c in calls_of(run)}
+    assert [c.status for c in calls.values()] == ["succeeded"] * 5
+    for tool in ("create_order", "charge"):
+        approval = calls[tool].approval
+        assert approval is not None
+        assert (approval.status, approval.decided_by, approval.note) == (
+            "approved", person, reviewer.NOTE,
+        )  # fmt: skip
+        [vote] = approval.votes.all()
+        assert (vote.reviewer, vote.decision) == (person, "approve")
+        assert LogEntry.objects.filter(user=person, object_id=str(approval.pk)).exists()
+    # Every approval of an auto-reviewed run was approved, and by the script only.
+    auto = Approval.objects.filter(run__metadata__demo_reviewer="auto")
+    assert auto.count() == 13
+    assert set(auto.values_list("status", "note")) == {("approved", reviewer.NOTE)}
+    others = Approval.objects.exclude(run__metadata__demo_reviewer="auto")
+    assert not others.filter(decided_by=person).exists()
+
+
+def check_approval_scenarios(
+    lines: dict[str, str], runs: dict[str, Run], shop: Any, out: io.StringIO
+) -> None:
+    """The calls left to a person wait, nothing was sent for them, and the expiring one
+    ends `rejected` (reason `expired`) — which the agent's watcher then prints."""
+    # A charge waits for a reviewer: its approval is pending, and nothing was charged.
+    line = lines["charge waits for a reviewer"]
+    order_run, charge_run = (runs[r] for r in re.findall(r"run (demo-\S+?)[: ]", line))
+    assert order_run.status == "completed" and charge_run.status == "running"
+    [order] = calls_of(order_run)
+    assert order.status == "succeeded" and order.approval.status == "approved"
+    [charge] = calls_of(charge_run)
+    assert charge.status == "pending_approval"
+    assert (charge.approval.status, charge.approval.reason) == ("pending", "irreversible")
+    assert f"open /console/approvals/{charge.approval.approval_id}/" in line, line
+    assert "202 pending_approval" in line, line
+    assert not [c for c in shop.state()["charges"] if c["order_id"] == order.result["order_id"]]
+
+    # A possible duplicate: the same order in another run of the same session is held,
+    # naming the first call; one order reached the shop.
+    line = lines["possible duplicate"]
+    first_run, second_run = (runs[r] for r in re.findall(r"run (demo-\S+?)[: ]", line))
+    assert first_run.session_key == second_run.session_key
+    [first] = calls_of(first_run)
+    [again] = calls_of(second_run)
+    assert first.status == "succeeded" and again.status == "pending_approval"
+    assert again.approval.reason == "possible_duplicate"
+    assert again.approval.duplicate_of == first
+    assert f"duplicate_of {first.call_id}" in line and f"call {first.call_id}" in line, line
+    assert f"/console/approvals/{again.approval.approval_id}/" in line, line
+    assert second_run.status == "running"
+    sent = [r for r in shop.requests("/orders")
+            if r["headers"]["x-toolops-run-id"] == second_run.run_id]  # fmt: skip
+    assert sent == []
+
+    # The approval expires: pending until its 20 s are up; the worker's sweep (or, not to
+    # wait for it, its task body here) ends it, and the watcher prints that.
+    line = lines["approval expires"]
+    assert "expires in 20 s" in line, line
+    run = run_of(line, runs)
+    [voucher] = calls_of(run)
+    approval = voucher.approval
+    assert approval.reason == "irreversible"
+    if approval.status == "pending":
+        Approval.objects.filter(pk=approval.pk).update(
+            expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        approvals_expire()
+    voucher.refresh_from_db()
+    approval.refresh_from_db()
+    assert approval.status == "expired"
+    assert (voucher.status, voucher.error_reason) == ("rejected", "expired")
+    assert not [
+        r for r in shop.requests("/notifications")
+        if r["headers"]["x-toolops-run-id"] == run.run_id
+    ]  # fmt: skip
+    deadline = time.monotonic() + 15
+    while "↳ approval expires:" not in out.getvalue():
+        assert time.monotonic() < deadline, out.getvalue()
+        time.sleep(0.2)
+    [said] = [x for x in out.getvalue().splitlines() if x.startswith("↳ approval expires:")]
+    assert f"run {run.run_id}: send_voucher expired" in said, said
+    assert "rejected (reason expired) and nothing was sent" in said, said
+    # The other two still wait for a person: their watchers said nothing yet.
+    assert "↳ charge waits" not in out.getvalue() and "↳ possible duplicate" not in out.getvalue()
+
+
 def test_a_failing_scenario_is_reported_and_the_others_still_run(
     monkeypatch: pytest.MonkeyPatch, toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
 ) -> None:
@@ -224,18 +377,12 @@ def test_a_failing_scenario_is_reported_and_the_others_still_run(
     assert "demo agent: 3 scenarios, 2 ok" in output
 
 
-def test_a_call_waiting_for_a_reviewer_is_reported_not_waited_for(
+def test_a_call_nobody_approves_is_reported_after_the_wait(
     monkeypatch: pytest.MonkeyPatch, toolops_server: Any, shop: Any, agent_a: tuple[Agent, str]
 ) -> None:
-    real_call = agent.ToolOps.call
-
-    def gated(self: agent.ToolOps, run_id: str, step: int, tool: str, args: Any, **kw: Any) -> Any:
-        if tool in ("create_order", "charge"):  # as the approval gate would answer
-            url = "/console/approvals/ap-1/"
-            return {"tool": tool, "status": "pending_approval", "approval": {"url": url}}
-        return real_call(self, run_id, step, tool, args, **kw)
-
-    monkeypatch.setattr(agent.ToolOps, "call", gated)
+    # No scripted reviewer runs: the auto-reviewed runs' calls stay pending_approval, and
+    # each scenario says so once it has waited (here 1 s, not 30).
+    monkeypatch.setattr(scenario, "REVIEW_WAIT_S", 1.0)
     server = toolops_server()
     out = io.StringIO()
     names = (
@@ -246,9 +393,14 @@ def test_a_call_waiting_for_a_reviewer_is_reported_not_waited_for(
     code = agent.main(["--url", server.url, "--token", agent_a[1], "--shop", shop.url, *only], out)
 
     assert code == 0, out.getvalue()
-    assert out.getvalue().count("waiting for a reviewer at /console/approvals/ap-1/") == 6
+    waiting = re.findall(r"is waiting for a reviewer at /console/approvals/ap-\w+/", out.getvalue())
+    assert len(waiting) == 6, out.getvalue()
+    assert "undecided after 1 s: is the scripted reviewer running?" in out.getvalue()
     assert shop.http.get("/_shop/faults").json() == {"faults": {}}
     assert set(Run.objects.filter(agent=agent_a[0]).values_list("status", flat=True)) == {"running"}
+    # Nothing was sent for a call that waits.
+    assert shop.state()["orders"] == []
+    assert set(Approval.objects.values_list("status", flat=True)) == {"pending"}
 
 
 def log_in(client: httpx.Client, username: str, password: str) -> httpx.Response:
@@ -281,7 +433,7 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
     try:
         launcher.wait_for("Ctrl-C stops everything.", timeout_s=120)
         children = launcher.children()
-        assert set(children) == {"shop", "web", "worker"}
+        assert set(children) == {"shop", "web", "worker", "reviewer"}
         assert all(pid_exists(pid) for pid in children.values())
         summary = next(x for x in launcher.lines if x.startswith("demo agent:"))
         total = len(agent.SCENARIOS)
@@ -295,12 +447,22 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         for name, text in sagas.items():
             line = next(x for x in launcher.lines if x.startswith(f"✓ {name}:"))
             assert text in line, line
+        # The launcher's scripted reviewer approved the happy path's order and charge.
+        line = next(x for x in launcher.lines if x.startswith("✓ happy-path order:"))
+        assert "approved by reviewer (the demo's scripted reviewer)" in line, line
+        for name in ("charge waits for a reviewer", "possible duplicate", "approval expires"):
+            line = next(x for x in launcher.lines if x.startswith(f"✓ {name}:"))
+            assert "202 pending_approval" in line and "/console/approvals/ap-" in line, line
         happy = re.search(r"run (demo-\S+-1-happy)", launcher.output)
         assert happy, launcher.output
         assert (data_dir / "demo-logins.txt").stat().st_mode & 0o777 == 0o600
         assert (data_dir / "log" / "worker.log").exists()
 
         check_console(f"http://127.0.0.1:{port}", launcher.password("operator"), happy[1])
+        # Nobody decides the voucher: the worker's periodic sweep expires it (20 s, then
+        # within 15 s), and the agent's watcher, still running in the launcher, says so.
+        expired = launcher.wait_for("↳ approval expires:", timeout_s=60)
+        assert "send_voucher expired" in expired, expired
 
         launcher.proc.send_signal(signal.SIGINT)
         assert launcher.proc.wait(60) == 0, launcher.output

@@ -501,6 +501,7 @@ def test_it_declares_a_consistent_catalog() -> None:
         "get_charge",
         "refund",
         "send_notification",
+        "send_voucher",
         "search_products",
         "legacy_inventory",
     }

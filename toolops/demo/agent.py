@@ -6,13 +6,21 @@ Each scenario uses the demo shop's fault-injection API (``/_shop/faults``) to cr
 the condition it shows — a lost response, a hanging payment service, a flaky or
 rate-limited read, a refund service that is down — and clears the fault afterwards,
 whatever happens. The saga scenarios (abort, and the undos after it) are in saga.py; the
-two HTTP clients in clients.py; what a scenario is written with in scenario.py.
+approval scenarios (calls a person decides) in approvals.py; the two HTTP clients in
+clients.py; what a scenario is written with in scenario.py.
+
+create_order and charge wait for a reviewer. The resilience scenarios' runs carry the
+metadata ``{"demo_reviewer": "auto"}``: the demo's scripted reviewer (reviewer.py, a
+process `manage.py demo` starts) approves their calls, and the scenario long-polls the
+call until the worker has run it. The approval scenarios leave their calls to a person,
+and a watcher thread prints each one's outcome (``↳ …``) when it is decided.
 
     python -m toolops.demo.agent --url http://127.0.0.1:8000 --token TOKEN \
         --shop http://127.0.0.1:9000
 
 The token may also come from the ``TOOLOPS_AGENT_TOKEN`` environment variable. Exit code
-0 when every scenario ended as expected; one line per scenario, then a total.
+0 when every scenario ended as expected; one line per scenario, then a total. With
+``--watch`` it then stays until every call left to a person is decided (Ctrl-C to stop).
 """
 
 from __future__ import annotations
@@ -21,11 +29,13 @@ import argparse
 import os
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from toolops.demo.approvals import approval_expires, charge_waits, possible_duplicate
 from toolops.demo.clients import JSON, ShopControl, ToolOps
 from toolops.demo.saga import abort, dead_letter, saga_abort
 from toolops.demo.scenario import (
@@ -33,12 +43,14 @@ from toolops.demo.scenario import (
     STOCKED_SKUS,
     Demo,
     Outcome,
+    approved_by,
     expect,
     expect_status,
     order_args,
     plural,
     quote,
     reason,
+    reviewed,
     waiting_for_reviewer,
 )
 
@@ -47,7 +59,7 @@ from toolops.demo.scenario import (
 
 def happy_path(demo: Demo) -> Outcome:
     """query_stock → reserve_stock → create_order → charge → send_notification → complete."""
-    api, run = demo.api, demo.new_run("happy")
+    api, run = demo.api, demo.new_run("happy", auto_review=True)
     stock = api.call(run, 0, "query_stock", {"sku": demo.sku}, tool_call_id="tc-stock")
     expect_status(stock, "succeeded")
     reserve = api.call(
@@ -59,6 +71,7 @@ def happy_path(demo: Demo) -> Outcome:
         run, 2, "create_order", order_args(demo.sku, "199.00"),
         tool_call_id="tc-order", depends_on=["tc-reserve"],
     )  # fmt: skip
+    order = reviewed(api, order)
     if order["status"] == "pending_approval":
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
@@ -67,6 +80,7 @@ def happy_path(demo: Demo) -> Outcome:
         run, 3, "charge", {"order_id": order_id, "amount": "199.00"},
         tool_call_id="tc-charge", depends_on=["tc-order"],
     )  # fmt: skip
+    charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)
     expect_status(charge, "succeeded")
@@ -75,19 +89,26 @@ def happy_path(demo: Demo) -> Outcome:
         {"to": CUSTOMER, "message": f"Order {order_id} is confirmed and paid."},
         tool_call_id="tc-notify", depends_on=["tc-charge"],
     )  # fmt: skip
+    note = reviewed(api, note)
     if note["status"] == "pending_approval":
         return waiting_for_reviewer(run, note)
     expect_status(note, "succeeded")
     ended = api.run_complete(run)
     expect(ended["status"] == "completed", f"run is {ended['status']} after complete")
-    return Outcome(True, f"run {run} completed ({plural(len(ended['calls']), 'call')})")
+    return Outcome(
+        True,
+        f"run {run} completed ({plural(len(ended['calls']), 'call')}; "
+        f"{approved_by(order, charge)})",
+    )
 
 
 def lost_response(demo: Demo) -> Outcome:
     """The order is created but its response is lost: ToolOps must not order twice."""
-    api, shop, run = demo.api, demo.shop, demo.new_run("lost-response")
+    api, shop, run = demo.api, demo.shop, demo.new_run("lost-response", auto_review=True)
+    # The worker sends the order once it is approved: the fault stays while we wait.
     with shop.fault("/orders", drop_after_commit=1):
         call = api.call(run, 0, "create_order", order_args(demo.sku, "49.90"), tool_call_id="tc-1")
+        call = reviewed(api, call)
     if call["status"] == "pending_approval":
         return waiting_for_reviewer(run, call)
     expect_status(call, "succeeded", "unknown")
@@ -108,8 +129,9 @@ def lost_response(demo: Demo) -> Outcome:
 
 def charge_timeout(demo: Demo) -> Outcome:
     """The payment service hangs past the timeout: reconcile, never charge twice."""
-    api, shop, run = demo.api, demo.shop, demo.new_run("charge-timeout")
+    api, shop, run = demo.api, demo.shop, demo.new_run("charge-timeout", auto_review=True)
     order = api.call(run, 0, "create_order", order_args(demo.sku, "75.00"), tool_call_id="tc-1")
+    order = reviewed(api, order)
     if order["status"] == "pending_approval":
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
@@ -119,6 +141,7 @@ def charge_timeout(demo: Demo) -> Outcome:
             run, 1, "charge", {"order_id": order_id, "amount": "75.00"},
             tool_call_id="tc-2", depends_on=["tc-1"],
         )  # fmt: skip
+        charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)
     expect_status(charge, "succeeded", "unknown")
@@ -303,8 +326,9 @@ def unknown_charge(demo: Demo) -> Outcome:
     """The charge's answer is lost and get_charge is down too: the outcome is unknown, the
     model is told not to retry, and nothing is sent twice. Once the faults are cleared the
     worker settles it with get_charge (or a person does, in the console)."""
-    api, shop, run = demo.api, demo.shop, demo.new_run("unknown-charge")
+    api, shop, run = demo.api, demo.shop, demo.new_run("unknown-charge", auto_review=True)
     order = api.call(run, 0, "create_order", order_args(demo.sku, "12.50"), tool_call_id="tc-1")
+    order = reviewed(api, order)
     if order["status"] == "pending_approval":
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
@@ -317,6 +341,7 @@ def unknown_charge(demo: Demo) -> Outcome:
             run, 1, "charge", {"order_id": order_id, "amount": "12.50"},
             tool_call_id="tc-2", depends_on=["tc-1"],
         )  # fmt: skip
+        charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)
     expect_status(charge, "unknown")
@@ -400,6 +425,9 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("abort", abort),
     ("saga abort", saga_abort),
     ("dead letter", dead_letter),
+    ("charge waits for a reviewer", charge_waits),
+    ("possible duplicate", possible_duplicate),
+    ("approval expires", approval_expires),
     ("dependency", dependency),
     ("circuit breaker", circuit_breaker),
     ("unknown charge", unknown_charge),
@@ -442,10 +470,15 @@ def new_stamp() -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
+_emitting = threading.Lock()
+
+
 def emit(out: TextIO, line: str) -> None:
-    # One write with its newline: Django's OutputWrapper would add a second one.
-    out.write(line + "\n")
-    out.flush()
+    # One write with its newline: Django's OutputWrapper would add a second one. The lock:
+    # the approval watchers write from their own threads.
+    with _emitting:
+        out.write(line + "\n")
+        out.flush()
 
 
 def run_demo(
@@ -455,10 +488,13 @@ def run_demo(
     *,
     out: TextIO = sys.stdout,
     only: list[str] | None = None,
+    watchers: list[threading.Thread] | None = None,
 ) -> list[ScenarioResult]:
-    """Run the scenarios (all, or those named in `only`), printing one line each."""
+    """Run the scenarios (all, or those named in `only`), printing one line each. The
+    threads watching calls left to a person are appended to `watchers`; they print
+    their outcome to `out` later, while the process lives."""
     api, shop = ToolOps(url, token), ShopControl(shop_url)
-    demo = Demo(api, shop, new_stamp())
+    demo = Demo(api, shop, new_stamp(), report=lambda line: emit(out, line))
     results: list[ScenarioResult] = []
     try:
         warning = demo.pick_sku()
@@ -474,6 +510,8 @@ def run_demo(
     finally:
         api.close()
         shop.close()
+        if watchers is not None:
+            watchers.extend(demo.watchers)
     ok = sum(r.ok for r in results)
     emit(out, f"demo agent: {len(results)} scenarios, {ok} ok")
     return results
@@ -497,6 +535,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="SCENARIO",
         help="run only this scenario (its name or function name); repeatable",
     )
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="then wait until every call left to a reviewer is decided, printing each",
+    )
     args = parser.parse_args(argv)
     if not args.token:
         parser.error("an agent token is required: --token or $TOOLOPS_AGENT_TOKEN")
@@ -505,7 +548,19 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = _parse_args(argv)
-    results = run_demo(args.url, args.token, args.shop, out=out, only=args.only)
+    watchers: list[threading.Thread] = []
+    results = run_demo(args.url, args.token, args.shop, out=out, only=args.only, watchers=watchers)
+    if args.watch and watchers:
+        emit(
+            out,
+            f"waiting for reviewers to decide {plural(len(watchers), 'call')} (Ctrl-C to stop)…",
+        )
+        try:
+            for thread in watchers:
+                while thread.is_alive():
+                    thread.join(0.5)  # in slices: Ctrl-C must still reach us
+        except KeyboardInterrupt:
+            pass
     return 0 if results and all(r.ok for r in results) else 1
 
 

@@ -33,11 +33,16 @@ class ToolOps:
     """The executor API (API.md), as an agent uses it."""
 
     def __init__(self, url: str, token: str, *, timeout_s: float = 60.0) -> None:
+        self.url, self.token, self.timeout_s = url, token, timeout_s
         self.http = httpx.Client(
             base_url=url.rstrip("/") + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout_s,
         )
+
+    def clone(self) -> ToolOps:
+        """A client of its own, for another thread (a watcher outlives the demo's)."""
+        return ToolOps(self.url, self.token, timeout_s=self.timeout_s)
 
     def close(self) -> None:
         self.http.close()
@@ -47,8 +52,18 @@ class ToolOps:
             raise ApiError(response)
         return response.json()
 
-    def run_create(self, run_id: str, session_key: str, budget: JSON | None = None) -> JSON:
-        body: JSON = {"run_id": run_id, "session_key": session_key, "metadata": {"demo": True}}
+    def run_create(
+        self,
+        run_id: str,
+        session_key: str,
+        budget: JSON | None = None,
+        metadata: JSON | None = None,
+    ) -> JSON:
+        body: JSON = {
+            "run_id": run_id,
+            "session_key": session_key,
+            "metadata": {"demo": True, **(metadata or {})},
+        }
         if budget is not None:
             body["budget"] = budget
         return self._json(self.http.post("/runs", json=body), 200, 201)
@@ -84,6 +99,12 @@ class ToolOps:
         if depends_on:
             body["depends_on"] = depends_on
         return self._json(self.call_post(run_id, body), 200, 202)
+
+    def call_get(self, call_id: str, *, wait: float = 0) -> JSON:
+        """A call as it is now; with `wait`, held up to that many seconds (≤ 30) while it
+        is pending_approval or in_progress."""
+        params = {"wait": f"{wait:g}"} if wait > 0 else None
+        return self._json(self.http.get(f"/calls/{call_id}", params=params), 200, 202)
 
 
 class ShopControl:

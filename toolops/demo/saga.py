@@ -20,6 +20,7 @@ from toolops.demo.scenario import (
     expect_status,
     order_args,
     plural,
+    reviewed,
     waiting_for_reviewer,
 )
 
@@ -49,13 +50,15 @@ BREAKER_HINT = (
 
 def buy(demo: Demo, run: str, amount: str) -> dict[str, JSON] | Outcome:
     """reserve_stock → create_order → charge, each depending on the one before: three
-    undos registered. An Outcome instead when a call waits for a reviewer."""
+    undos registered. The run is auto-reviewed: the scripted reviewer approves the order
+    and the charge. An Outcome instead when a call still waits for a reviewer."""
     api, sku = demo.api, demo.sku
     reserve = api.call(run, 0, "reserve_stock", {"sku": sku, "qty": 1}, tool_call_id="tc-1")
     expect_status(reserve, "succeeded")
     order = api.call(
         run, 1, "create_order", order_args(sku, amount), tool_call_id="tc-2", depends_on=["tc-1"]
     )
+    order = reviewed(api, order)
     if order["status"] == "pending_approval":
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
@@ -63,6 +66,7 @@ def buy(demo: Demo, run: str, amount: str) -> dict[str, JSON] | Outcome:
         run, 2, "charge", {"order_id": order["result"]["order_id"], "amount": amount},
         tool_call_id="tc-3", depends_on=["tc-2"],
     )  # fmt: skip
+    charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)
     expect_status(charge, "succeeded")
@@ -135,7 +139,7 @@ def abort(demo: Demo) -> Outcome:
 def saga_abort(demo: Demo) -> Outcome:
     """Reserve, order and charge, then abandon the run: the worker undoes all three,
     newest first — refund, cancel_order, release_stock."""
-    api, shop, run = demo.api, demo.shop, demo.new_run("saga-abort")
+    api, shop, run = demo.api, demo.shop, demo.new_run("saga-abort", auto_review=True)
     calls = buy(demo, run, "42.00")
     if isinstance(calls, Outcome):
         return calls
@@ -167,7 +171,7 @@ def saga_abort(demo: Demo) -> Outcome:
 def dead_letter(demo: Demo) -> Outcome:
     """The same purchase abandoned while the refund service is down: refund fails all its
     attempts and is dead-lettered, the older undos still run, and a ticket opens."""
-    api, shop, run = demo.api, demo.shop, demo.new_run("dead-letter")
+    api, shop, run = demo.api, demo.shop, demo.new_run("dead-letter", auto_review=True)
     calls = buy(demo, run, "58.00")
     if isinstance(calls, Outcome):
         return calls

@@ -4,14 +4,23 @@ an `Unexpected` — reported on the scenario's line, never raised past it."""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolops.demo.clients import JSON, ShopControl, ToolOps, Unexpected
+from toolops.demo.reviewer import NOTE, auto_metadata
 
 CUSTOMER = "customer@example.com"
 # SKUs seeded in the shop with enough stock for reservations; the fullest one is used.
 STOCKED_SKUS = ("A12", "D9")
 LOW_STOCK = 10
+# How long a scenario waits for the scripted reviewer (and the worker that then executes
+# the call) before it reports the call as still waiting.
+REVIEW_WAIT_S = 30.0
+WAITING = ("pending_approval", "in_progress")
 
 
 @dataclass
@@ -23,19 +32,46 @@ class Outcome:
 class Demo:
     """What every scenario shares: the two clients, a stamp for fresh run ids, a SKU."""
 
-    def __init__(self, api: ToolOps, shop: ShopControl, stamp: str) -> None:
+    def __init__(
+        self,
+        api: ToolOps,
+        shop: ShopControl,
+        stamp: str,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
         self.api = api
         self.shop = shop
         self.stamp = stamp
         self.sku = STOCKED_SKUS[0]
         self.run_ids: list[str] = []
+        # Prints a line of the demo's output; the approval watchers use it from their
+        # threads, after the scenario's own line.
+        self.report = report or (lambda line: print(line, file=sys.stdout, flush=True))
+        self.watchers: list[threading.Thread] = []
         self._number = 0
+        self._sessions = 0
 
-    def new_run(self, slug: str, budget: JSON | None = None) -> str:
-        """A fresh run with its own session key; re-running the demo makes new runs."""
+    def new_session(self) -> str:
+        """A session key of its own, for runs that share one (one conversation)."""
+        self._sessions += 1
+        return f"demo-{self.stamp}-session-{self._sessions}"
+
+    def new_run(
+        self,
+        slug: str,
+        budget: JSON | None = None,
+        *,
+        auto_review: bool = False,
+        session_key: str | None = None,
+    ) -> str:
+        """A fresh run with its own session key (or `session_key`); re-running the demo
+        makes new runs. `auto_review`: the demo's scripted reviewer approves what its
+        calls wait for (toolops/demo/reviewer.py); otherwise a person decides."""
         self._number += 1
         run_id = f"demo-{self.stamp}-{self._number}-{slug}"
-        self.api.run_create(run_id, f"demo-{self.stamp}-s{self._number}", budget)
+        session_key = session_key or f"demo-{self.stamp}-s{self._number}"
+        metadata = auto_metadata() if auto_review else None
+        self.api.run_create(run_id, session_key, budget, metadata)
         self.run_ids.append(run_id)
         return run_id
 
@@ -68,10 +104,40 @@ def expect_status(call: JSON, *statuses: str) -> None:
     )
 
 
+def reviewed(api: ToolOps, call: JSON) -> JSON:
+    """A call that waits for a reviewer, long-polled (GET /calls/{id}?wait=…) until it is
+    decided and, when approved, executed by the worker; as it is after REVIEW_WAIT_S if
+    nobody decided by then. Any other call as it is."""
+    deadline = time.monotonic() + REVIEW_WAIT_S
+    while call["status"] in WAITING:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        call = api.call_get(call["call_id"], wait=min(30.0, left))
+    return call
+
+
 def waiting_for_reviewer(run_id: str, call: JSON) -> Outcome:
+    """A call of an auto-reviewed run that nobody approved within REVIEW_WAIT_S."""
     approval = call.get("approval") or {}
     where = f" at {approval['url']}" if approval.get("url") else ""
-    return Outcome(True, f"run {run_id}: {call['tool']} is waiting for a reviewer{where}")
+    return Outcome(
+        True,
+        f"run {run_id}: {call['tool']} is waiting for a reviewer{where} (undecided after "
+        f"{REVIEW_WAIT_S:g} s: is the scripted reviewer running? python -m "
+        "toolops.demo.reviewer)",
+    )
+
+
+def approved_by(*calls: JSON) -> str:
+    """“create_order and charge approved by reviewer (the demo's scripted reviewer)”."""
+    tools = [c["tool"] for c in calls if (c.get("approval") or {}).get("status") == "approved"]
+    if not tools:
+        return "no approval needed"
+    approval = next(c["approval"] for c in calls if c["tool"] == tools[-1])
+    who = approval.get("decided_by") or "a reviewer"
+    how = " (the demo's scripted reviewer)" if approval.get("note") == NOTE else ""
+    return f"{' and '.join(tools)} approved by {who}{how}"
 
 
 def quote(text: str | None, limit: int = 140) -> str:

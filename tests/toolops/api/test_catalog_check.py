@@ -80,10 +80,9 @@ def test_it_passes_the_demo_catalog(catalog: Catalog) -> None:
 
     output = check()
 
-    # send_notification is the demo's one unsafe write with neither a query nor a key.
+    # The demo's messages are its unsafe writes with neither a query nor a key.
     warned = [line for line in output.splitlines() if "toolops.W001" in line]
-    assert len(warned) == 1
-    assert "send_notification" in warned[0]
+    assert sorted(w.split("'")[1] for w in warned) == ["send_notification", "send_voucher"]
     assert "reserve_stock" in registry.names()
 
 
@@ -111,6 +110,16 @@ def test_it_requires_a_compensation_on_a_compensable_write(catalog: Catalog) -> 
 
     assert "reserve" in message
     assert "compensation" in message
+
+
+@pytest.mark.parametrize("value", ["0", "3", '"two"'])
+def test_it_allows_one_or_two_reviewers_only(catalog: Catalog, value: str) -> None:
+    catalog(PING + tool("pay", "irreversible", f"approvals_required = {value}"))
+
+    message = check_error()
+
+    assert "pay" in message
+    assert "approvals_required" in message
 
 
 def test_it_refuses_an_invalid_params_schema(catalog: Catalog) -> None:

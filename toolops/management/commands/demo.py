@@ -1,9 +1,10 @@
 """`manage.py demo`: the whole product on one machine, with nothing else running.
 
-Starts the demo shop, the web server (HTTP + WebSockets) and a Celery worker with beat
-embedded as child processes, on the embedded defaults (SQLite and the filesystem broker
-under the data directory), loads demo users and a demo agent, runs the scripted agent
-against the real API, then waits. Ctrl-C (or SIGTERM) stops every child it started.
+Starts the demo shop, the web server (HTTP + WebSockets), a Celery worker with beat
+embedded and the demo's scripted reviewer as child processes, on the embedded defaults
+(SQLite and the filesystem broker under the data directory), loads demo users and a demo
+agent, runs the scripted agent against the real API, then waits. Ctrl-C (or SIGTERM)
+stops every child it started.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
+from toolops.demo import reviewer as scripted_reviewer
 from toolops.models import Agent, token_digest
 from toolops.services import agent_create
 
@@ -366,7 +368,7 @@ class Command(BaseCommand):
             stop_children(children)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        self.say("Stopped: shop, web and worker are down.")
+        self.say("Stopped: shop, web, worker and reviewer are down.")
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         raise Stop(signum)
@@ -419,6 +421,18 @@ class Command(BaseCommand):
         wait_until(worker, log_contains(worker, "[queues]"), 60, "no start-up banner")
         stays_up(worker, 1.0)
         self.say(f"✓ worker  celery with beat, filesystem broker  (log {worker.log_path})")
+
+        # Approves, as `reviewer`, what the resilience scenarios' runs wait for (their
+        # metadata says so); the approval scenarios' calls are left to a person.
+        reviewer = start_child("reviewer", scripted_reviewer.ARGS, env, log_dir)
+        children.append(reviewer)
+        ready = log_contains(reviewer, scripted_reviewer.READY)
+        wait_until(reviewer, ready, 60, "no 'ready' line")
+        self.say(
+            f"✓ reviewer  the scripted reviewer: approves runs marked "
+            f'{{"{scripted_reviewer.METADATA_KEY}": "{scripted_reviewer.AUTO}"}}  '
+            f"(log {reviewer.log_path})"
+        )
         self.say("children: " + " ".join(f"{c.name}={c.proc.pid}" for c in children))
 
     def _run_agent(self, children: list[Child], web_url: str, token: str, shop_url: str) -> None:
@@ -441,6 +455,10 @@ class Command(BaseCommand):
         children: list[Child],
     ) -> None:
         self.say(f"\nConsole: {web_url}/console/   (admin: {web_url}/admin/)")
+        self.say(
+            f"Calls waiting for a person: {web_url}/console/approvals/ (log in as reviewer); "
+            "their outcome is printed here (↳) when decided"
+        )
         self.say(f"Logins (also in {logins_path}):")
         for name, (group, role) in DEMO_USERS.items():
             password = passwords[name] or "(existing account, password unchanged)"
