@@ -59,13 +59,15 @@ def duplicate_sql(run_alias: str) -> str:
 
     since, _ = now_minus_sql()
     statuses = ", ".join(f"'{s}'" for s in DUPLICATE_STATUSES)
+    # CASE first: a run without a session_key (most) never runs the subquery at all.
     return (
+        f"CASE WHEN {run_alias}.session_key IS NULL THEN NULL ELSE "
         "(SELECT d.id FROM toolops_toolcall d JOIN toolops_run dr ON dr.id = d.run_id "
-        f"WHERE {run_alias}.session_key IS NOT NULL AND dr.session_key = {run_alias}.session_key "
+        f"WHERE dr.session_key = {run_alias}.session_key "
         f"AND dr.agent_id = {run_alias}.agent_id AND dr.id <> {run_alias}.id "
         "AND d.role = 'call' AND d.tool = %s AND d.args_digest = %s "
         f"AND d.created_at >= {since} AND d.status IN ({statuses}) "
-        "ORDER BY d.created_at, d.id LIMIT 1)"
+        "ORDER BY d.created_at, d.id LIMIT 1) END"
     )
 
 
