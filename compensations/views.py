@@ -21,10 +21,14 @@ from compensations.models import Ticket
 from toolops.permissions import console_required, require_ticket_worker
 from toolops.redaction import redact
 from toolops.tools import registry
-from toolops.views.common import HtmxHttpRequest, catalog, page_context, pretty
-
-# How often a page polls when nothing pushes changes to it.
-POLL_S = 3
+from toolops.views.common import (
+    HtmxHttpRequest,
+    catalog,
+    is_refresh,
+    live_context,
+    page_context,
+    pretty,
+)
 
 
 def _get_ticket(request: HtmxHttpRequest, pk: int) -> Ticket:
@@ -39,7 +43,7 @@ def _get_ticket(request: HtmxHttpRequest, pk: int) -> Ticket:
 
 
 def _live(**ctx: Any) -> dict[str, Any]:
-    return {"pushed": live.pushed(), "push_path": live.PUSH_PATH, "poll_s": POLL_S, **ctx}
+    return live_context(push_path=live.PUSH_PATH, **ctx)
 
 
 @require_GET
@@ -56,7 +60,7 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
         form=form, filters=filters, tickets=tickets, counts=selectors.ticket_counts(),
         limit=selectors.QUEUE_LIMIT, now=timezone.now(), tools=sorted(catalog()),
     )  # fmt: skip
-    if request.htmx and not request.htmx.history_restore_request:
+    if is_refresh(request):
         return render(request, "compensations/tickets.html#ticket-table", ctx)
     return render(request, "compensations/tickets.html", page_context(request, "tickets", **ctx))
 
@@ -66,7 +70,7 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
 @console_required
 def ticket_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = _get_ticket(request, pk)
-    if request.htmx and not request.htmx.history_restore_request:
+    if is_refresh(request):
         return render(
             request, "compensations/ticket.html#ticket-live", _live(**_ticket_context(ticket))
         )

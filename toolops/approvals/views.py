@@ -16,7 +16,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from toolops import live
 from toolops.approvals import selectors, services
 from toolops.approvals.consumers import PUSH_PATH
 from toolops.approvals.forms import ApprovalFilterForm, DecisionForm
@@ -26,10 +25,14 @@ from toolops.models import Agent, ToolCall
 from toolops.permissions import console_required, require_reviewer
 from toolops.redaction import redact
 from toolops.tools.spec import ToolSpec
-from toolops.views.common import HtmxHttpRequest, catalog, page_context, pretty
-
-# How often a page polls when nothing pushes changes to it.
-POLL_S = 3
+from toolops.views.common import (
+    HtmxHttpRequest,
+    catalog,
+    is_refresh,
+    live_context,
+    page_context,
+    pretty,
+)
 
 
 def _get_approval(request: HtmxHttpRequest, approval_id: str) -> Approval:
@@ -39,7 +42,7 @@ def _get_approval(request: HtmxHttpRequest, approval_id: str) -> Approval:
 
 
 def _live(**ctx: Any) -> dict[str, Any]:
-    return {"pushed": live.pushed(), "push_path": PUSH_PATH, "poll_s": POLL_S, **ctx}
+    return live_context(push_path=PUSH_PATH, **ctx)
 
 
 def _schema(specs: dict[str, ToolSpec], tool: str) -> dict[str, Any] | None:
@@ -79,7 +82,7 @@ def approval_queue(request: HtmxHttpRequest) -> HttpResponse:
         form=form, filters=filters, rows=rows, counts=selectors.approval_counts(),
         limit=selectors.QUEUE_LIMIT, now=timezone.now(),
     )  # fmt: skip
-    if request.htmx and not request.htmx.history_restore_request:
+    if is_refresh(request):
         return render(request, "approvals/queue.html#approval-table", ctx)
     ctx["tools"] = sorted(name for name, spec in specs.items() if not spec.internal)
     ctx["agents"] = list(Agent.objects.order_by("name").values_list("pk", "name"))
@@ -129,7 +132,7 @@ def _status_context(request: HtmxHttpRequest, approval: Approval) -> dict[str, A
 def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
     approval = _get_approval(request, approval_id)
     ctx = _live(**_status_context(request, approval))
-    if request.htmx and not request.htmx.history_restore_request:
+    if is_refresh(request):
         return render(request, "approvals/approval.html#approval-live", ctx)
     specs = catalog()
     call = ctx["call"]

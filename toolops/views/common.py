@@ -112,3 +112,20 @@ def get_catalog_tool(name: str) -> ToolSpec:
     if spec is None:
         raise Http404("no such tool")
     return spec
+
+
+# How often a live page polls when nothing pushes changes to it (no REDIS_URL).
+POLL_S = 3
+
+
+def live_context(*, push_path: str, **ctx: Any) -> dict[str, Any]:
+    """What a live region's template needs: pushed over `push_path` (a WebSocket, with
+    REDIS_URL), or polled every POLL_S seconds."""
+    from toolops import live
+
+    return {"pushed": live.pushed(), "push_path": push_path, "poll_s": POLL_S, **ctx}
+
+
+def is_refresh(request: HtmxHttpRequest) -> bool:
+    """An htmx request for a live region alone (not a page load or a history restore)."""
+    return bool(request.htmx and not request.htmx.history_restore_request)

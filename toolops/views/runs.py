@@ -28,7 +28,13 @@ from toolops.permissions import (
     require_run_aborter,
 )
 from toolops.summary import last_succeeded, run_summary
-from toolops.views.common import HtmxHttpRequest, first_sentence, page_context, pretty
+from toolops.views.common import (
+    HtmxHttpRequest,
+    first_sentence,
+    is_refresh,
+    page_context,
+    pretty,
+)
 
 RUNS_PER_PAGE = 50
 # While a run can still change, its page polls for a fresh body.
@@ -177,7 +183,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ctx["can_settle"] = can_settle_unknown(request.user)
     ctx["can_abort"] = can_abort_runs(request.user) and run.status in ABORTABLE
     ctx["can_work_tickets"] = can_work_tickets(request.user)
-    if request.htmx and not request.htmx.history_restore_request:
+    if is_refresh(request):
         return render(request, "console/run_detail.html#run-body", ctx)
     return render(request, "console/run_detail.html", page_context(request, "runs", **ctx))
 
