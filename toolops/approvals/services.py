@@ -161,8 +161,13 @@ def _refusal(
             "The call's args are not the ones you were shown; reload the page and decide "
             "on what it asks now."
         )
-    if approve and approval.votes.filter(reviewer=by).exists():
-        return "You have already approved this call; it needs another reviewer's approval."
+    earlier = approval.votes.filter(reviewer=by).first()
+    if earlier is not None:
+        # One vote per reviewer: a second reviewer decides from here (two-reviewer tools).
+        return (
+            f"You have already decided on this call ({earlier.decision}); "
+            "it needs another reviewer."
+        )
     return None
 
 
@@ -222,18 +227,25 @@ def _end(
     from toolops.executor import claims, feedback
 
     now = timezone.now()
+    # An approval that was approved keeps its approver: the run ended it, not a reviewer.
+    decided = {} if was == AS.APPROVED else {"decided_by": by, "decided_at": now}
     if not Approval.objects.filter(pk=approval.pk, status=was).update(
-        status=status, decided_by=by, decided_at=now, note=note
+        status=status, note=note, **decided
     ):
         return False
-    approval.status, approval.decided_by, approval.decided_at, approval.note = status, by, now, note
+    approval.status, approval.note = status, note
     call = ToolCall.objects.filter(approval=approval).first()
     if call is None:
         return True
     expired = status == AS.EXPIRED
     reason = ToolCall.Reason.EXPIRED if expired else ToolCall.Reason.REJECTED
     message = "approval expired" if expired else f"rejected: {note}" if note else "rejected"
-    text = feedback.expired(call.tool) if expired else feedback.rejected(call.tool, note)
+    if expired:
+        text = feedback.expired(call.tool)
+    elif by is None:
+        text = feedback.run_ended(call.tool, note)
+    else:
+        text = feedback.rejected(call.tool, note)
     ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.WAITING).update(
         status=CS.REJECTED, error_class="fatal", error_reason=reason,
         error_message=message[:2000], feedback=text, finished_at=now,
@@ -261,12 +273,20 @@ def approvals_end_for_run(*, run: Run, note: str) -> int:
 
 
 def approvals_expire(*, limit: int = 200) -> int:
-    """End the pending approvals whose time ran out (the worker, every 15 s)."""
+    """End the pending approvals whose time ran out (the worker, every 15 s) — and, as a
+    backstop, any still waiting in a run that has ended."""
     due = Approval.objects.pending().filter(expires_at__lte=timezone.now()).order_by("expires_at")
     ended = 0
     for approval in due[:limit]:
         with transaction.atomic():
             ended += _end(approval, AS.EXPIRED, by=None, note="")
+    over = Run.objects.filter(
+        approvals__status=AS.PENDING, status__in=[Run.Status.COMPLETED, *Run.ABORT_STATES]
+    ).distinct()
+    for run in over[:limit]:
+        with transaction.atomic():
+            note = "run completed" if run.status == Run.Status.COMPLETED else "run aborted"
+            ended += approvals_end_for_run(run=run, note=note)
     return ended
 
 
@@ -290,16 +310,24 @@ def approved_call_execute(*, approval_pk: int) -> str:
     """Execute an approved call through the normal executor path (claim, breaker, retries,
     unknown-outcome reconciliation, compensation registration). Safe to deliver twice:
     the first to set execution_started_at owns it."""
-    from toolops.executor.approved import execute_held_call
+    from toolops.executor.approved import execute_held_call, take_up
 
-    if not Approval.objects.filter(
-        pk=approval_pk, status=AS.APPROVED, execution_started_at__isnull=True
-    ).update(execution_started_at=timezone.now()):
-        return "skipped"
-    call = ToolCall.objects.select_related("run").filter(approval_id=approval_pk).first()
-    if call is None:
-        return "skipped"
-    status = execute_held_call(call=call)
+    with transaction.atomic():
+        # Started and taken up together: a worker that dies after this leaves a claim
+        # with an ordinary lease, which the stale-claim sweep recovers within a minute.
+        if not Approval.objects.filter(
+            pk=approval_pk, status=AS.APPROVED, execution_started_at__isnull=True
+        ).update(execution_started_at=timezone.now()):
+            return "skipped"
+        call = ToolCall.objects.select_related("run", "approval").get(approval_id=approval_pk)
+        run = Run.objects.select_for_update().get(pk=call.run_id)
+        if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
+            # The run ended between the approval and now: the call never runs.
+            note = "run completed" if run.status == Run.Status.COMPLETED else "run aborted"
+            _end(call.approval, AS.REJECTED, by=None, note=note, was=AS.APPROVED)
+            return "skipped"
+        fence = take_up(call=call)
+    status = execute_held_call(call=call, fence=fence) if fence is not None else "skipped"
     live.changed(group=LIVE_GROUP, item=approval_pk)
     return status
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from toolops.models import Run, ToolCall
+from toolops.models import ToolCall
 from toolops.tools import registry
 
 from . import claims, feedback
@@ -17,29 +17,36 @@ from .execution import Execution, Tokens, lease_s
 Status = ToolCall.Status
 
 
-def execute_held_call(*, call: ToolCall) -> str:
-    """Run an approved call once. Its status when done."""
-    run = call.run
+def take_up(*, call: ToolCall) -> int | None:
+    """Take up the held call's claim for the worker that executes it: the hold's fence
+    (1) becomes 2, with an ordinary lease. None — nothing will be sent — when the claim
+    is no longer the hold's (a sweep recovered the call meanwhile), or the tool left the
+    catalog (the call then ends failed, with nothing sent)."""
     spec = registry.get(call.tool)
-    if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED) or spec is None:
-        why = f"the run is {run.status}" if spec else f"{call.tool} is no longer in the catalog"
-        return _end_unsent(call, why)
-    fence = claims.reclaim(key=call.idempotency_key, lease_s=lease_s(spec))
-    if fence is None:
-        return _end_unsent(call, "its idempotency claim was closed")
+    if spec is None:
+        _end_unsent(call, f"{call.tool} is no longer in the catalog")
+        return None
+    return claims.reclaim(key=call.idempotency_key, lease_s=lease_s(spec))
+
+
+def execute_held_call(*, call: ToolCall, fence: int) -> str:
+    """Run an approved call once, under the fence `take_up` returned. Its status when
+    done."""
+    spec = registry.get(call.tool)
+    assert spec is not None  # take_up checked, a moment ago
+    run = call.run
     execution = Execution(run=run, call=call, spec=spec, tokens=Tokens(run, 0), fence=fence)
     execution.run_attempts()
     execution.record(insert=False)
     return execution.call.status
 
 
-def _end_unsent(call: ToolCall, why: str) -> str:
+def _end_unsent(call: ToolCall, why: str) -> None:
     message = f"approved, but not run: {why}"
     text = feedback.fatal(call.tool, f"{message}; nothing was sent")
-    ToolCall.objects.filter(pk=call.pk, status=Status.IN_PROGRESS).update(
+    ended = ToolCall.objects.filter(pk=call.pk, status=Status.IN_PROGRESS).update(
         status=Status.FAILED, error_class="fatal", error_reason=ToolCall.Reason.REJECTED,
         error_message=message, feedback=text, finished_at=timezone.now(),
     )  # fmt: skip
-    if call.idempotency_key:
+    if ended and call.idempotency_key:
         claims.close(key=call.idempotency_key)
-    return Status.FAILED

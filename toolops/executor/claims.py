@@ -140,11 +140,12 @@ def record(*, key: str, fence: int) -> bool:
 
 def reclaim(*, key: str, lease_s: float) -> int | None:
     """Take up a claim held for a person's decision, once it is approved: a new fence and
-    lease for the worker that executes it. None: the claim is no longer open."""
+    an ordinary lease for the worker that executes it. Only the hold's own claim (fence 1):
+    None when it is no longer open, or a sweep took it over meanwhile."""
     plus, param = now_plus_sql()
     sql = (
         f"UPDATE {TABLE} SET fence = fence + 1, lease_until = {plus} "
-        "WHERE \"key\" = %s AND state = 'claimed' RETURNING fence"
+        "WHERE \"key\" = %s AND state = 'claimed' AND fence = 1 RETURNING fence"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [param(lease_s), key])  # type: ignore[operator]

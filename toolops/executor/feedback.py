@@ -136,12 +136,13 @@ def pending_approval(tool: str, reason: str) -> str:
     }.get(reason, "it needs a person's approval")
     return _cap(
         f"{tool} is waiting for a reviewer because {why}. Nothing was sent. Poll this call "
-        "(GET /api/v1/calls/{call_id}?wait=30) for the decision; do not call it again."
+        "by its call_id (GET /api/v1/calls/<call_id>?wait=30) for the decision; do not call "
+        "it again."
     )
 
 
 def rejected(tool: str, note: str) -> str:
-    said = f" The reviewer said: {_short(note, 200)}" if note.strip() else ""
+    said = f" The reviewer said: {_short(note, 200).rstrip('.')}." if note.strip() else ""
     return _cap(
         f"A reviewer rejected {tool}; nothing was sent.{said} Do not retry it as it was: "
         "change the plan, or ask the user."
@@ -152,4 +153,11 @@ def expired(tool: str) -> str:
     return _cap(
         f"No reviewer decided on {tool} in time, so it was not run and nothing was sent. "
         "Ask the user whether it is still wanted before calling it again."
+    )
+
+
+def run_ended(tool: str, why: str) -> str:
+    return _cap(
+        f"{tool} was not run and nothing was sent: {why} before a reviewer's approval could "
+        "take effect. The run takes no more calls."
     )

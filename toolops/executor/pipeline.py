@@ -11,7 +11,6 @@ import difflib
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -170,7 +169,7 @@ class _LostClaim(Exception):
 
 
 def _hold(
-    *, run: Run, call: ToolCall, spec: ToolSpec, need: Any, request: CallRequest
+    *, run: Run, call: ToolCall, spec: ToolSpec, need: approval_services.Need, request: CallRequest
 ) -> CallAnswer:
     """Hold a call for a person: its key is claimed (so the same request again is the
     same pending call, never a second approval) and its approval opened, in one
@@ -180,6 +179,15 @@ def _hold(
     call.feedback = feedback.pending_approval(spec.name, need.reason)
     try:
         with transaction.atomic():
+            # Locked, and still running: an abort or complete committed since this request
+            # read the run would otherwise miss a call held after it.
+            if (
+                not Run.objects.select_for_update()
+                .filter(pk=run.pk, status=Run.Status.RUNNING)
+                .exists()
+            ):
+                run.refresh_from_db(fields=["status"])
+                raise RunNotRunning(run)
             call.approval = approval_services.approval_open(run=run, call=call, need=need)
             if not store.claim_with_call(
                 call, lease_s=need.ttl_s + HOLD_LEASE_MARGIN_S, ttl_s=ttl_s()

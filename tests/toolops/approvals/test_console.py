@@ -414,7 +414,7 @@ def test_it_needs_two_distinct_reviewers_where_required(
     assert "1 of 2 approvals; it waits for another reviewer" in said(first)[0]
     assert "1 of 2 approvals: rita" in client.get(url(approval)).content.decode()
     again = decide(client, approval, "approve")
-    assert "already approved" in said(again)[0]
+    assert "already decided on this call (approve)" in said(again)[0]
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
         decide(logged_in(superuser), approval, "approve")
     approval.refresh_from_db()

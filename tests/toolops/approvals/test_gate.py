@@ -273,7 +273,7 @@ def test_a_two_reviewer_tool_runs_only_after_two_distinct_approvals(
 
     decide(approval_id, rita, approve=True)
     assert Approval.objects.get().status == "pending"
-    with pytest.raises(DecisionRefused, match="already approved"):
+    with pytest.raises(DecisionRefused, match=r"already decided on this call \(approve\)"):
         decide(approval_id, rita, approve=True)
     assert Approval.objects.get().status == "pending"
     assert shop.requests() == []
@@ -379,3 +379,83 @@ def test_the_gate_costs_a_write_that_needs_nobody_no_statement(
     # The run read (which also looks for a session duplicate), the claim, the record.
     assert len(statements) == 3, "\n".join(s[:100] for s in statements)
     assert "toolops_approval" not in " ".join(statements)
+
+
+def test_a_reviewer_who_approved_cannot_also_reject(
+    api: APIClient, shop: Shop, rita: Any, raj: Any
+) -> None:
+    ToolPolicy.objects.create(tool="charge", approvals_required=2)
+    create_run(api)
+    call = held(api)
+    decide(call["approval"]["approval_id"], rita, approve=True)
+
+    with pytest.raises(DecisionRefused, match=r"already decided on this call \(approve\)"):
+        decide(call["approval"]["approval_id"], rita, approve=False, note="changed my mind")
+
+    assert Approval.objects.get().status == "pending"
+    # Another reviewer still can.
+    decide(call["approval"]["approval_id"], raj, approve=False, note="not this one")
+    assert Approval.objects.get().status == "rejected"
+
+
+def test_a_call_held_as_its_run_is_aborted_is_refused(api: APIClient, shop: Shop) -> None:
+    from toolops.executor.pipeline import RunNotRunning, call_submit
+    from toolops.executor.prepare import CallRequest
+
+    create_run(api)
+    stale = Run.objects.get(run_id="r-1")  # read by a request before the abort committed
+    api.post("/api/v1/runs/r-1/abort", {"reason": "user left"}, format="json")
+
+    with pytest.raises(RunNotRunning):
+        call_submit(run=stale, request=CallRequest(step_index=0, tool="charge", args=CHARGE))
+
+    assert not Approval.objects.exists()
+    assert not ToolCall.objects.exists()
+
+
+def test_an_approved_call_not_yet_started_ends_with_the_run(
+    api: APIClient, shop: Shop, rita: Any
+) -> None:
+    create_run(api)
+    call = held(api)
+    with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
+        decide(call["approval"]["approval_id"], rita, approve=True)
+
+    api.post("/api/v1/runs/r-1/abort", {"reason": "user left"}, format="json")
+
+    done = body(api.get(f"/api/v1/calls/{call['call_id']}"))
+    assert (done["status"], done["error"]["reason"]) == ("rejected", "rejected")
+    assert (done["approval"]["status"], done["approval"]["note"]) == ("rejected", "run aborted")
+    assert done["approval"]["decided_by"] == "rita"  # who approved is kept
+    assert "nothing was sent" in done["feedback"] and "reviewer rejected" not in done["feedback"]
+    assert execute_approved_call(Approval.objects.get().pk) == "skipped"
+    assert shop.requests() == []
+
+
+def test_a_worker_that_starts_after_the_run_ended_sends_nothing(
+    api: APIClient, shop: Shop, rita: Any
+) -> None:
+    create_run(api)
+    call = held(api)
+    with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
+        decide(call["approval"]["approval_id"], rita, approve=True)
+    # Completed without the approvals service seeing it (as if in a race).
+    Run.objects.filter(run_id="r-1").update(status="completed")
+
+    assert execute_approved_call(Approval.objects.get().pk) == "skipped"
+
+    done = body(api.get(f"/api/v1/calls/{call['call_id']}"))
+    assert done["status"] == "rejected"
+    assert done["approval"]["note"] == "run completed"
+    assert shop.requests() == []
+
+
+def test_complete_ends_what_waits_for_a_person(api: APIClient, shop: Shop) -> None:
+    create_run(api)
+    call = held(api)
+
+    api.post("/api/v1/runs/r-1/complete")
+
+    done = body(api.get(f"/api/v1/calls/{call['call_id']}"))
+    assert done["status"] == "rejected"
+    assert done["approval"]["note"] == "run completed"
