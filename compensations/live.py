@@ -12,6 +12,3 @@ PUSH_PATH = "/ws/tickets/"
 
 def tickets_changed(*, ticket_id: int) -> None:
     live.changed(group=GROUP, item=ticket_id)
-
-
-pushed = live.pushed
