@@ -234,6 +234,8 @@ def _end(
     ):
         return False
     approval.status, approval.note = status, note
+    if decided:
+        approval.decided_by, approval.decided_at = by, now  # type: ignore[assignment]
     call = ToolCall.objects.filter(approval=approval).first()
     if call is None:
         return True
