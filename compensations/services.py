@@ -9,7 +9,7 @@ task message, the sweep and a person pressing a button can race and still agree.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models import Q
@@ -27,10 +27,6 @@ if TYPE_CHECKING:
 CS = Compensation.Status
 Kind = TicketEvent.Kind
 ABORT_STATES = Run.ABORT_STATES
-
-
-class TicketActionRefused(Exception):
-    """A person's action that the ticket's state does not allow; says why."""
 
 
 # -- registration (called by the executor) --------------------------------------------
@@ -69,7 +65,7 @@ def compensation_save_unmappable(*, compensation: Compensation) -> Ticket:
     the call's success stands, but nothing could undo it. Inside the caller's
     transaction, with the call's result."""
     compensation.save(force_insert=True)
-    return _ticket_open(compensation, Ticket.Reason.UNMAPPABLE, compensation.problem)
+    return ticket_open(compensation, Ticket.Reason.UNMAPPABLE, compensation.problem)
 
 
 def compensation_register(*, call: ToolCall, spec: ToolSpec | None) -> Compensation | None:
@@ -104,7 +100,7 @@ def runs_discard(*, run_pks: list[int]) -> int:
     for ticket in Ticket.objects.open().filter(
         run_id__in=run_pks, compensation__status=CS.DISCARDED
     ):
-        _ticket_close(ticket, None, Kind.CLOSED, "The run completed: its undo was never needed.")
+        ticket_close(ticket, None, Kind.CLOSED, "The run completed: its undo was never needed.")
     return changed
 
 
@@ -124,11 +120,11 @@ def compensations_start(*, run: Run) -> bool:
     Run.objects.filter(pk=run.pk, status__in=ABORT_STATES).update(
         status=Run.Status.ABORTING, ended_at=None
     )
-    _wake(run.pk)
+    wake(run.pk)
     return True
 
 
-def _wake(run_pk: int) -> None:
+def wake(run_pk: int) -> None:
     from compensations.tasks import compensate_run as compensate_run_task
 
     transaction.on_commit(lambda: compensate_run_task.delay(run_pk))
@@ -194,10 +190,10 @@ def compensation_finish(*, compensation: Compensation, undo: ToolCall) -> None:
         ticket = Ticket.objects.filter(compensation=compensation).first()
         attempts = f"{undo.attempts} attempt{'s' if undo.attempts != 1 else ''}"
         if ok and ticket is not None and ticket.status == Ticket.Status.OPEN:
-            _ticket_close(ticket, None, Kind.SUCCEEDED, f"{undo.tool} succeeded ({attempts}).")
+            ticket_close(ticket, None, Kind.SUCCEEDED, f"{undo.tool} succeeded ({attempts}).")
         elif not ok:
             text = f"{undo.tool} still failing after {attempts}: {error}"
-            _ticket_open(compensation, Ticket.Reason.DEAD_LETTERED, text)
+            ticket_open(compensation, Ticket.Reason.DEAD_LETTERED, text)
 
 
 def run_conclude(*, run_pk: int) -> str | None:
@@ -225,132 +221,17 @@ def run_conclude(*, run_pk: int) -> str | None:
     return final
 
 
-# -- the support desk ------------------------------------------------------------------------
+# -- tickets, inside the caller's transaction (the desk's actions use these too) ----------
 
 
-def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser | None) -> Ticket:
-    with transaction.atomic():
-        ticket = Ticket.objects.select_for_update().get(pk=ticket.pk)
-        if ticket.assignee_id == (to.pk if to else None):
-            return ticket
-        ticket.assignee = to  # type: ignore[assignment]
-        ticket.updated_at = timezone.now()
-        ticket.save(update_fields=["assignee", "updated_at"])
-        if to is None:
-            _event(ticket, by, Kind.UNASSIGNED, "")
-        else:
-            _event(ticket, by, Kind.ASSIGNED, f"to {to.get_username()}")
-    return ticket
-
-
-def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
-    """Run the dead-lettered compensation again, through the worker: a new round of the
-    undo call, with the same idempotency key. The ticket stays open until it succeeds."""
-    with transaction.atomic():
-        Run.objects.select_for_update().filter(pk=ticket.run_id).first()
-        ticket = (
-            Ticket.objects.select_for_update(of=("self",))
-            .select_related("compensation__undo_call")
-            .get(pk=ticket.pk)
-        )
-        compensation = ticket.compensation
-        if compensation.status in (CS.PENDING, CS.RUNNING):
-            raise TicketActionRefused("A retry of this compensation is already running.")
-        if compensation.status != CS.DEAD_LETTERED:
-            raise TicketActionRefused(
-                f"The compensation is {compensation.status}: only a dead-lettered one is retried."
-            )
-        if compensation.problem:
-            raise TicketActionRefused(
-                "Its undo's args cannot be built from the call, so a retry would fail the "
-                "same way: undo it by hand, then Resolve with a note."
-            )
-        last = compensation.undo_call
-        if last is not None and last.status == ToolCall.Status.UNKNOWN:
-            # Never re-send an unsafe write blindly.
-            raise TicketActionRefused(
-                f"The last {compensation.tool} went out and its outcome is unknown: check the "
-                "downstream, then Resolve with a note."
-            )
-        if not Compensation.objects.filter(pk=compensation.pk, status=CS.DEAD_LETTERED).update(
-            status=CS.PENDING, queued_at=timezone.now(), finished_at=None
-        ):
-            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
-        # The last round's record says "failed"; the next round claims the same key anew.
-        IdempotencyRecord.objects.filter(
-            key=compensation.key, state=IdempotencyRecord.State.RECORDED
-        ).delete()
-        Run.objects.filter(pk=ticket.run_id, status__in=ABORT_STATES).update(
-            status=Run.Status.ABORTING, ended_at=None
-        )
-        Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
-        _event(ticket, by, Kind.RETRIED, "")
-        _wake(ticket.run_id)
-    return ticket
-
-
-def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket:
-    """Settled by hand: the compensation becomes `resolved`; a run with nothing else
-    open ends `aborted`."""
-    note = note.strip()
-    if not note:
-        raise TicketActionRefused("A note is required: say how the undo was settled.")
-    with transaction.atomic():
-        Run.objects.select_for_update().filter(pk=ticket.run_id).first()
-        ticket = Ticket.objects.select_for_update().select_related("compensation").get(pk=ticket.pk)
-        if ticket.status == Ticket.Status.CLOSED:
-            raise TicketActionRefused("The ticket is already closed.")
-        status = ticket.compensation.status
-        if status in (CS.PENDING, CS.RUNNING):
-            raise TicketActionRefused("A retry is running: wait for its outcome.")
-        if not Compensation.objects.filter(pk=ticket.compensation_id, status=status).update(
-            status=CS.RESOLVED, finished_at=timezone.now()
-        ):
-            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
-        _ticket_close(ticket, by, Kind.RESOLVED, note)
-        Run.objects.filter(pk=ticket.run_id, status=Run.Status.COMPENSATION_FAILED).update(
-            status=Run.Status.ABORTING
-        )
-        run_conclude(run_pk=ticket.run_id)
-    return ticket
-
-
-def ticket_comment(*, ticket: Ticket, by: AbstractBaseUser, text: str) -> TicketEvent:
-    text = text.strip()
-    if not text:
-        raise TicketActionRefused("A comment cannot be empty.")
-    with transaction.atomic():
-        Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
-        return _event(ticket, by, Kind.COMMENT, text)
-
-
-def tickets_bulk(*, tickets: list[Ticket], by: AbstractBaseUser, action: str) -> dict[str, Any]:
-    """Retry or assign-to-me many tickets; each is its own transaction, and each refusal
-    is reported rather than stopping the rest."""
-    done, refused = [], []
-    for ticket in tickets:
-        try:
-            if action == "retry":
-                ticket_retry(ticket=ticket, by=by)
-            else:
-                ticket_assign(ticket=ticket, by=by, to=by)
-            done.append(ticket.pk)
-        except TicketActionRefused as exc:
-            refused.append((ticket.pk, str(exc)))
-    return {"done": done, "refused": refused}
-
-
-# -- tickets, inside the caller's transaction ---------------------------------------------
-
-
-def _ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
+def ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
     now = timezone.now()
     ticket, created = Ticket.objects.get_or_create(
         compensation=compensation,
         defaults={"run_id": compensation.run_id, "tool": compensation.tool, "reason": reason},
     )
     if created:
-        _event(ticket, None, Kind.OPENED, text)
+        ticket_event(ticket, None, Kind.OPENED, text)
         return ticket
     kind = Kind.DEAD_LETTERED if ticket.status == Ticket.Status.OPEN else Kind.REOPENED
     if ticket.reason == Ticket.Reason.UNMAPPABLE:
@@ -358,20 +239,20 @@ def _ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
     Ticket.objects.filter(pk=ticket.pk).update(
         status=Ticket.Status.OPEN, closed_at=None, updated_at=now, reason=reason
     )
-    _event(ticket, None, kind, text)
+    ticket_event(ticket, None, kind, text)
     return ticket
 
 
-def _ticket_close(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: str) -> None:
+def ticket_close(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: str) -> None:
     now = timezone.now()
     Ticket.objects.filter(pk=ticket.pk).update(
         status=Ticket.Status.CLOSED, closed_at=now, updated_at=now
     )
     ticket.status, ticket.closed_at = Ticket.Status.CLOSED, now
-    _event(ticket, by, kind, text)
+    ticket_event(ticket, by, kind, text)
 
 
-def _event(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: str) -> TicketEvent:
+def ticket_event(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: str) -> TicketEvent:
     event = TicketEvent.objects.create(ticket=ticket, actor=by, kind=kind, text=text[:4000])
     live.tickets_changed(ticket_id=ticket.pk)
     return event

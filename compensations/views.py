@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from compensations import live, selectors, services
+from compensations import desk, live, selectors
 from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
 from compensations.models import Ticket
 from toolops.permissions import console_required, require_ticket_worker
@@ -130,7 +130,7 @@ def ticket_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Assign to whom? Choose “me” or “nobody”.")
         return _back(ticket)
     to = request.user if form.cleaned_data["to"] == "me" else None
-    services.ticket_assign(ticket=ticket, by=request.user, to=to)  # type: ignore[arg-type]
+    desk.ticket_assign(ticket=ticket, by=request.user, to=to)  # type: ignore[arg-type]
     messages.success(request, "Assigned to you." if to else "Unassigned.")
     return _back(ticket)
 
@@ -140,8 +140,8 @@ def ticket_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def ticket_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = _get_ticket(request, pk)
     try:
-        services.ticket_retry(ticket=ticket, by=request.user)  # type: ignore[arg-type]
-    except services.TicketActionRefused as exc:
+        desk.ticket_retry(ticket=ticket, by=request.user)  # type: ignore[arg-type]
+    except desk.TicketActionRefused as exc:
         messages.error(request, str(exc))
     else:
         messages.success(
@@ -159,8 +159,8 @@ def ticket_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _ticket_page(request, ticket, note_form=form, status=400)
     try:
-        services.ticket_resolve(ticket=ticket, by=request.user, note=form.cleaned_data["note"])  # type: ignore[arg-type]
-    except services.TicketActionRefused as exc:
+        desk.ticket_resolve(ticket=ticket, by=request.user, note=form.cleaned_data["note"])  # type: ignore[arg-type]
+    except desk.TicketActionRefused as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Resolved by hand: {ticket.tool} is marked resolved.")
@@ -174,7 +174,7 @@ def ticket_comment(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     form = CommentForm(request.POST)
     if not form.is_valid():
         return _ticket_page(request, ticket, comment_form=form, status=400)
-    services.ticket_comment(ticket=ticket, by=request.user, text=form.cleaned_data["text"])  # type: ignore[arg-type]
+    desk.ticket_comment(ticket=ticket, by=request.user, text=form.cleaned_data["text"])  # type: ignore[arg-type]
     return _back(ticket)
 
 
@@ -192,7 +192,7 @@ def tickets_bulk(request: HtmxHttpRequest) -> HttpResponse:
         messages.error(request, f"Nothing was done: {problems}")
         return HttpResponseRedirect(back)
     tickets = list(Ticket.objects.filter(pk__in=form.cleaned_data["ids"]).order_by("pk"))
-    outcome = services.tickets_bulk(
+    outcome = desk.tickets_bulk(
         tickets=tickets,
         by=request.user,
         action=form.cleaned_data["action"],  # type: ignore[arg-type]

@@ -46,7 +46,7 @@ def test_it_lists_open_tickets_oldest_first_with_run_and_undo_tool(
 def test_it_filters_by_status_tool_assignee_and_mine(
     support: Any, agent_a: Any, console_catalog: Any, django_user_model: Any
 ) -> None:
-    from compensations.services import ticket_assign
+    from compensations.desk import ticket_assign
 
     mine = dead_letter(agent_a[0], "r-mine")
     other = dead_letter(agent_a[0], "r-other", tool="release_stock")

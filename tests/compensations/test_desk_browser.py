@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from compensations.desk import ticket_comment
 from compensations.models import Ticket, TicketEvent
-from compensations.services import ticket_comment
 from tests.browser import SHOTS, needs_chromium, open_page
 from tests.console.conftest import PASSWORD, make_user
 from toolops.models import Run

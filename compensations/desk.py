@@ -1,0 +1,142 @@
+"""The support desk's actions on a ticket (API.md: "Retry", "Resolve"): assign, retry
+through the worker, resolve by hand with a note, comment, and the bulk forms of the first
+two. Each is one transaction that locks the run row first (as the worker's ending does)
+and then the ticket, and each is audited as a TicketEvent with who and when."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from compensations.models import Compensation, Ticket, TicketEvent
+from compensations.services import (
+    ABORT_STATES,
+    CS,
+    Kind,
+    run_conclude,
+    ticket_close,
+    ticket_event,
+    wake,
+)
+from toolops.models import IdempotencyRecord, Run, ToolCall
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+
+class TicketActionRefused(Exception):
+    """A person's action that the ticket's state does not allow; says why."""
+
+
+def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser | None) -> Ticket:
+    with transaction.atomic():
+        ticket = Ticket.objects.select_for_update().get(pk=ticket.pk)
+        if ticket.assignee_id == (to.pk if to else None):
+            return ticket
+        ticket.assignee = to  # type: ignore[assignment]
+        ticket.updated_at = timezone.now()
+        ticket.save(update_fields=["assignee", "updated_at"])
+        if to is None:
+            ticket_event(ticket, by, Kind.UNASSIGNED, "")
+        else:
+            ticket_event(ticket, by, Kind.ASSIGNED, f"to {to.get_username()}")
+    return ticket
+
+
+def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
+    """Run the dead-lettered compensation again, through the worker: a new round of the
+    undo call, with the same idempotency key. The ticket stays open until it succeeds."""
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=ticket.run_id).first()
+        ticket = (
+            Ticket.objects.select_for_update(of=("self",))
+            .select_related("compensation__undo_call")
+            .get(pk=ticket.pk)
+        )
+        compensation = ticket.compensation
+        if compensation.status in (CS.PENDING, CS.RUNNING):
+            raise TicketActionRefused("A retry of this compensation is already running.")
+        if compensation.status != CS.DEAD_LETTERED:
+            raise TicketActionRefused(
+                f"The compensation is {compensation.status}: only a dead-lettered one is retried."
+            )
+        if compensation.problem:
+            raise TicketActionRefused(
+                "Its undo's args cannot be built from the call, so a retry would fail the "
+                "same way: undo it by hand, then Resolve with a note."
+            )
+        last = compensation.undo_call
+        if last is not None and last.status == ToolCall.Status.UNKNOWN:
+            # Never re-send an unsafe write blindly.
+            raise TicketActionRefused(
+                f"The last {compensation.tool} went out and its outcome is unknown: check the "
+                "downstream, then Resolve with a note."
+            )
+        if not Compensation.objects.filter(pk=compensation.pk, status=CS.DEAD_LETTERED).update(
+            status=CS.PENDING, queued_at=timezone.now(), finished_at=None
+        ):
+            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
+        # The last round's record says "failed"; the next round claims the same key anew.
+        IdempotencyRecord.objects.filter(
+            key=compensation.key, state=IdempotencyRecord.State.RECORDED
+        ).delete()
+        Run.objects.filter(pk=ticket.run_id, status__in=ABORT_STATES).update(
+            status=Run.Status.ABORTING, ended_at=None
+        )
+        Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
+        ticket_event(ticket, by, Kind.RETRIED, "")
+        wake(ticket.run_id)
+    return ticket
+
+
+def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket:
+    """Settled by hand: the compensation becomes `resolved`; a run with nothing else
+    open ends `aborted`."""
+    note = note.strip()
+    if not note:
+        raise TicketActionRefused("A note is required: say how the undo was settled.")
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=ticket.run_id).first()
+        ticket = Ticket.objects.select_for_update().select_related("compensation").get(pk=ticket.pk)
+        if ticket.status == Ticket.Status.CLOSED:
+            raise TicketActionRefused("The ticket is already closed.")
+        status = ticket.compensation.status
+        if status in (CS.PENDING, CS.RUNNING):
+            raise TicketActionRefused("A retry is running: wait for its outcome.")
+        if not Compensation.objects.filter(pk=ticket.compensation_id, status=status).update(
+            status=CS.RESOLVED, finished_at=timezone.now()
+        ):
+            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
+        ticket_close(ticket, by, Kind.RESOLVED, note)
+        Run.objects.filter(pk=ticket.run_id, status=Run.Status.COMPENSATION_FAILED).update(
+            status=Run.Status.ABORTING
+        )
+        run_conclude(run_pk=ticket.run_id)
+    return ticket
+
+
+def ticket_comment(*, ticket: Ticket, by: AbstractBaseUser, text: str) -> TicketEvent:
+    text = text.strip()
+    if not text:
+        raise TicketActionRefused("A comment cannot be empty.")
+    with transaction.atomic():
+        Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
+        return ticket_event(ticket, by, Kind.COMMENT, text)
+
+
+def tickets_bulk(*, tickets: list[Ticket], by: AbstractBaseUser, action: str) -> dict[str, Any]:
+    """Retry or assign-to-me many tickets; each is its own transaction, and each refusal
+    is reported rather than stopping the rest."""
+    done, refused = [], []
+    for ticket in tickets:
+        try:
+            if action == "retry":
+                ticket_retry(ticket=ticket, by=by)
+            else:
+                ticket_assign(ticket=ticket, by=by, to=by)
+            done.append(ticket.pk)
+        except TicketActionRefused as exc:
+            refused.append((ticket.pk, str(exc)))
+    return {"done": done, "refused": refused}
