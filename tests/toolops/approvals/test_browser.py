@@ -61,15 +61,21 @@ def hold_a_charge(http: httpx.Client) -> dict[str, Any]:
 
 
 def long_poll(http: httpx.Client, call_id: str, answers: list[dict[str, Any]]) -> threading.Thread:
-    """The agent waits for the decision as agents do: long-polls of up to 30 s."""
+    """The agent waits for the decision as agents do: long-polls of up to 30 s, on a
+    connection of its own (as another process of the agent's would)."""
 
     def poll() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            response = http.get(f"/api/v1/calls/{call_id}", params={"wait": 30})
-            if response.status_code == 200:
-                answers.append(response.json())
-                return
+        with httpx.Client(base_url=http.base_url, headers=http.headers, timeout=40) as own:
+            while time.monotonic() < deadline:
+                try:
+                    response = own.get(f"/api/v1/calls/{call_id}", params={"wait": 30})
+                except httpx.TransportError:
+                    time.sleep(0.2)  # a dropped connection: an agent polls again
+                    continue
+                if response.status_code == 200:
+                    answers.append(response.json())
+                    return
 
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
