@@ -194,6 +194,15 @@ class ToolCall(models.Model):
     feedback = models.TextField(blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)
     span_id = models.CharField(max_length=16, default=new_span_id)
+    # The call's span: in its run's trace unless `trace_id` names another (a
+    # compensation's trace of its own); a child of the agent's span when its request
+    # carried a `traceparent` of that trace; `link` ("<trace_id>-<span_id>") is the span
+    # a compensation's span links to, the call it undoes.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
+    parent_span_id = models.CharField(max_length=16, blank=True, default="")
+    link = models.CharField(max_length=49, blank=True, default="")
+    # The full result, encrypted, when the stored `result` had something redacted.
+    result_sealed = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     # Unknown outcomes: the worker asks the query tool again at next_reconcile_at.

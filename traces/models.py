@@ -1,3 +1,63 @@
-"""Spans, metrics and run timelines."""
+"""What traces/ keeps besides the call and attempt rows (which are the stored spans):
+the sealed full args, the audit of who read them, and replay counts for the metrics."""
 
 from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class SealedArgs(models.Model):
+    """The full args of calls whose stored args were redacted, encrypted at rest
+    (MultiFernet, TOOLOPS_ARGS_KEYS), keyed by the args hash. Args with nothing to redact
+    are stored as they are and have no row here."""
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    token = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.digest
+
+
+class FullArgsRead(models.Model):
+    """One look at a call's full (unredacted) args and result by a person: every read is
+    audited (DESIGN.md "Tracing")."""
+
+    class Purpose(models.TextChoices):
+        CONSOLE = "console", "console (view_full_args)"
+        APPROVAL = "approval", "reviewing an approval"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    call = models.ForeignKey(
+        "toolops.ToolCall", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    call_ref = models.CharField(max_length=40, help_text="The call's call_id, kept past purges.")
+    purpose = models.CharField(max_length=16, choices=Purpose.choices)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        permissions = [("view_full_args", "Can view the full, unredacted args of a call")]
+
+    def __str__(self) -> str:
+        return f"{self.user} read {self.call_ref} ({self.purpose})"
+
+
+class ReplayCount(models.Model):
+    """Idempotency replays per tool and minute: a replay writes no call row, so the
+    metrics (`toolops_idempotency_replays_total`, the hit rate) count them here."""
+
+    tool = models.CharField(max_length=128)
+    minute = models.DateTimeField()
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "minute"], name="replay_tool_minute")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.minute:%H:%M}: {self.count}"
