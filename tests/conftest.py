@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from tests.otlp import otlp_grpc, otlp_http  # noqa: F401 - fixtures, for every test
 from toolops.demo.shop import start_shop
 from toolops.models import Agent
 from toolops.services import agent_create
@@ -152,6 +153,8 @@ def server_env(**extra: str) -> dict[str, str]:
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
     env["TOOLOPS_TOOLS_FILE"] = settings.TOOLOPS_TOOLS_FILE
     env["TOOLOPS_POLICY_CACHE_S"] = "0"
+    # One vault for every process of the test, whatever its data directory.
+    env["TOOLOPS_ARGS_KEYS"] = ",".join(settings.TOOLOPS_ARGS_KEYS)
     env.update(extra)
     return env
 

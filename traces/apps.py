@@ -5,3 +5,10 @@ from django.apps import AppConfig
 
 class TracesConfig(AppConfig):
     name = "traces"
+
+    def ready(self) -> None:
+        # Before any handler loads its middleware (the Django instrumentation adds one),
+        # and in every process: web, worker, beat, management commands.
+        from . import otel
+
+        otel.setup()

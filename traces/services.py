@@ -6,3 +6,25 @@ export), sensitive.py and vault.py (redaction and the sealed full args), metrics
 (Prometheus totals and the console's per-tool figures), timeline.py (the run page)."""
 
 from __future__ import annotations
+
+# Sensitive data (audit.py, sensitive.py, vault.py): redaction wherever args, results and
+# errors are stored, exported, logged or shown; the full forms sealed at rest, read back by
+# the executor (args_open, result_open) and by people only through full_args_read, audited.
+from .audit import FullArgs, full_args_read  # noqa: F401
+
+# Metrics (metrics.py): a replay writes no call row, so the executor counts each one here.
+from .metrics import replay_noted  # noqa: F401
+
+# Spans: the stored rows exported through OpenTelemetry (spans.py, otel.py).
+from .otel import exporting as spans_exporting  # noqa: F401
+from .sensitive import redact  # noqa: F401
+from .spans import attempts_export, call_export, parent_span_of  # noqa: F401
+from .vault import (  # noqa: F401
+    args_open,
+    args_seal,
+    redact_text,
+    result_open,
+    result_seal,
+    sealed_row,
+    sealed_save,
+)

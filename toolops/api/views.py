@@ -149,7 +149,9 @@ class CallCreateApi(APIView):
         selectors.check_id(run_id, "run")
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        call_request = services.CallRequest(**data.validated_data)
+        call_request = services.CallRequest(
+            **data.validated_data, traceparent=request.META.get("HTTP_TRACEPARENT", "")
+        )
         prepared = services.call_prepare(request=call_request)
         # One query reads the run, the tool's breaker, an earlier call with this
         # tool_call_id and, for a write, the claim of its key: a replay needs no other.

@@ -13,6 +13,7 @@ from django.utils import timezone
 from compensations import services as compensation_services
 from toolops.models import Attempt, IdempotencyRecord, ToolCall
 from toolops.tools import registry
+from traces import services as traces
 
 from . import feedback
 from .pipeline import recover_stale_claim
@@ -55,18 +56,22 @@ def call_reconcile(*, call_pk: int) -> str:
 
     outcome, found, rows = query_outcome(spec, call, call.run)
     query = spec.query.tool
+    # The looks are children of the call span, which went out when the call was recorded.
+    traces.attempts_export(call=call, attempts=rows)
     with transaction.atomic():
         Attempt.objects.bulk_create(rows)
         pending = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN)
         if outcome is QueryResult.FOUND:
+            traces.result_seal(call, found, spec=spec)  # stored redacted, sealed whole
             settled = pending.update(
-                status=Status.SUCCEEDED, result=found, error_class="", error_reason="",
+                status=Status.SUCCEEDED, result=call.result, result_sealed=call.result_sealed,
+                error_class="", error_reason="",
                 error_message="", feedback=feedback.reconciled(spec.name, query),
                 finished_at=timezone.now(), next_reconcile_at=None,
             )  # fmt: skip
             if settled:
                 # Never a success without its undo: registered in the same transaction.
-                call.status, call.result = Status.SUCCEEDED, found
+                call.status = Status.SUCCEEDED
                 compensation_services.compensation_register(call=call, spec=spec)
             return "succeeded"
         if outcome is QueryResult.NOT_FOUND:
@@ -96,27 +101,33 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
     """A person settles an unknown outcome. Returns False when it was settled already."""
     if not note.strip():
         raise ValueError("a note is required")
+    spec = registry.get(call.tool)
+    if succeeded:
+        traces.result_seal(call, result, spec=spec)  # stored redacted, sealed whole
     fields: dict[str, Any] = {
-        "settled_by": by, "settle_note": note.strip(), "finished_at": timezone.now(),
+        "settled_by": by, "settle_note": traces.redact_text(note.strip(), call=call),
+        "finished_at": timezone.now(),
         "next_reconcile_at": None,
     }  # fmt: skip
     if succeeded:
         fields.update(
-            status=Status.SUCCEEDED, result=result, error_class="", error_reason="",
-            error_message="",
+            status=Status.SUCCEEDED, result=call.result, result_sealed=call.result_sealed,
+            error_class="", error_reason="", error_message="",
             feedback=feedback.settled(call.tool, succeeded=True),
         )  # fmt: skip
     else:
         fields.update(
             status=Status.FAILED, error_class="fatal",
-            error_message=f"settled as failed by a person: {note.strip()[:200]}",
+            error_message=traces.redact_text(
+                f"settled as failed by a person: {note.strip()[:200]}", call=call
+            ),
             feedback=feedback.settled(call.tool, succeeded=False),
         )  # fmt: skip
     with transaction.atomic():
         settled = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(**fields) == 1
         if settled and succeeded:
-            call.status, call.result = Status.SUCCEEDED, result
-            compensation_services.compensation_register(call=call, spec=registry.get(call.tool))
+            call.status = Status.SUCCEEDED
+            compensation_services.compensation_register(call=call, spec=spec)
     return settled
 
 

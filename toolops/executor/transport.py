@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from toolops.models import Run, ToolCall
 from toolops.tools import http, local
 from toolops.tools.spec import ToolSpec
+from traces.services import spans_exporting
 
 from .classify import Outcome
 
@@ -37,6 +39,18 @@ def send(
         "X-Toolops-Tool-Call-Id": call.tool_call_id,
         "X-Toolops-Attempt": str(attempt),
     }
-    return http.send(
-        url=spec.url, method=spec.method, body=body, headers=headers, timeout_s=spec.timeout_s
-    )
+    with _uninstrumented():
+        return http.send(
+            url=spec.url, method=spec.method, body=body, headers=headers, timeout_s=spec.timeout_s
+        )
+
+
+def _uninstrumented() -> AbstractContextManager[object]:
+    # The attempt span is this request's client span (traces/spans.py): the urllib3
+    # instrumentation, when export is on, must neither double it nor replace the
+    # `traceparent` that names it.
+    if not spans_exporting():
+        return nullcontext()
+    from opentelemetry.instrumentation.utils import suppress_http_instrumentation
+
+    return suppress_http_instrumentation()

@@ -11,9 +11,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db import transaction
+
 from toolops.models import Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
+from traces import services as traces
 
 from . import claims, feedback, store
 from .canonical import canonical_json, digest
@@ -63,9 +66,15 @@ def undo_execute(
         client_reference=client_reference(key),
         status=ToolCall.Status.IN_PROGRESS,
         role=ToolCall.Role.UNDO,
+        # Its spans start a trace of their own, linked to the span of the call it undoes.
+        trace_id=trace_id,
+        link=f"{undoes.trace_id or run.trace_id}-{undoes.span_id}",
     )
     found = registry.get(tool)
     spec = undo_spec(found) if found is not None else None
+    # Redacted like any call's args, and like the call it undoes (its values may be
+    # mapped into these); the full args are sealed with the call row.
+    traces.args_seal(call, spec=spec, source=undoes)
     problem = problem or _problem(spec, tool, args)
     if spec is None or problem:
         # Nothing can be sent; the call is recorded so that the ticket shows why.
@@ -76,7 +85,10 @@ def undo_execute(
         earlier = ToolCall.objects.filter(run=run, tool_call_id=call.tool_call_id).first()
         if earlier is not None:
             return earlier
-        call.save(force_insert=True)
+        with transaction.atomic():
+            call.save(force_insert=True)
+            traces.sealed_save(call)
+        traces.call_export(call=call)
         return call
     if store.claim_with_call(call, lease_s=lease_s(spec), ttl_s=ttl_s()):
         execution = _execution(run, call, spec, fence=1, trace_id=trace_id)

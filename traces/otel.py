@@ -1,0 +1,166 @@
+"""OpenTelemetry for ToolOps, configured only by the standard variables.
+
+Export is on when they ask for it: `OTEL_TRACES_EXPORTER` names an exporter (`otlp`,
+`console`; `none` turns it off), or, with that unset, an OTLP endpoint is given
+(`OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`). Otherwise nothing
+is set up: no exporter retrying a collector that is not there, and no instrumentation
+cost. `OTEL_SDK_DISABLED=true` wins over everything.
+
+OTLP speaks `http/protobuf` (the default) or `grpc`, after
+`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`; the exporters read
+their own endpoint, headers and timeout variables, and the batch processor its
+`OTEL_BSP_*` ones. Spans leave through a BatchSpanProcessor: a queue and a background
+thread, so a request only appends to a queue.
+
+ToolOps' own spans (a call and its attempts) are built from the rows it stores, with the
+ids it already sent downstream in `traceparent` (spans.py); Django, Celery and urllib3
+are instrumented through the same tracer provider. The executor's own requests are kept
+out of the urllib3 instrumentation (transport.py): the attempt span is their client span,
+and a second one would double it and overwrite the `traceparent` it names."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SERVICE_NAME = "toolops"
+PROTOCOLS = ("http/protobuf", "grpc")
+
+_processors: list[Any] = []
+_provider: Any = None
+_resource: Any = None
+_scope: Any = None
+
+
+def exporter_names(env: dict[str, str] | os._Environ[str] = os.environ) -> list[str]:
+    """The exporters the standard variables ask for; [] when export is off."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return []
+    raw = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if not raw:
+        endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        return ["otlp"] if endpoint else []
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if "none" in names:
+        return []
+    unknown = [n for n in names if n not in ("otlp", "console")]
+    if unknown:
+        raise ImproperlyConfigured(
+            f"OTEL_TRACES_EXPORTER: unknown exporter {', '.join(unknown)!s}; "
+            "ToolOps exports with otlp or console (or none)"
+        )
+    return names
+
+
+def protocol(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    value = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+    if value not in PROTOCOLS:
+        raise ImproperlyConfigured(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL: {value!r} is not supported; use http/protobuf or grpc"
+        )
+    return value
+
+
+def _exporter(name: str) -> Any:
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    if protocol() == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter()
+
+
+def setup(*, exporters: Sequence[Any] | None = None, instrument: bool = True) -> bool:
+    """Set up export once per process, from the environment (or with `exporters`, given
+    by tests). True when spans are exported."""
+    global _provider, _resource, _scope
+    if _provider is not None:
+        return bool(_processors)
+    if exporters is None:
+        names = exporter_names()
+        if not names:
+            return False
+        exporters = [_exporter(name) for name in names]
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    import toolops
+
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        # OTEL_SERVICE_NAME (read by Resource.create) wins when set.
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    provider = TracerProvider(resource=resource)
+    for exporter in exporters:
+        processor = BatchSpanProcessor(exporter)
+        provider.add_span_processor(processor)
+        _processors.append(processor)
+    trace.set_tracer_provider(provider)
+    _provider, _resource = provider, resource
+    _scope = InstrumentationScope("toolops", getattr(toolops, "__version__", "") or None)
+    if instrument:
+        _instrument()
+    return True
+
+
+def _instrument() -> None:
+    # Django's middleware is added to settings.MIDDLEWARE, so this must run before the
+    # first handler loads it (AppConfig.ready does). The executor API's handler keeps its
+    # own short chain: its request is the call span, not a second server span.
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    from opentelemetry.instrumentation.django import DjangoInstrumentor
+    from opentelemetry.instrumentation.urllib3 import URLLib3Instrumentor
+
+    for instrumentor in (DjangoInstrumentor(), CeleryInstrumentor(), URLLib3Instrumentor()):
+        if not instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.instrument(tracer_provider=_provider)
+
+
+def exporting() -> bool:
+    return bool(_processors)
+
+
+def resource() -> Any:
+    return _resource
+
+
+def scope() -> Any:
+    return _scope
+
+
+def emit(spans: Sequence[Any]) -> None:
+    """Hand finished spans to the batch processors: a queue append, no I/O here."""
+    for processor in _processors:
+        for span in spans:
+            processor.on_end(span)
+
+
+def flush(timeout_ms: int = 5000) -> bool:
+    return all(p.force_flush(timeout_ms) for p in _processors)
+
+
+def reset_for_tests() -> None:
+    """Forget the set-up (tests that install an in-memory exporter)."""
+    global _provider, _resource, _scope
+    for processor in _processors:
+        processor.shutdown()
+    _processors.clear()
+    _provider = _resource = _scope = None

@@ -1,0 +1,174 @@
+"""A call and its attempts as OpenTelemetry spans (DESIGN.md "Tracing and metrics").
+
+The rows are the stored spans: a ToolCall is the call span (`span_id`, in its run's
+trace unless `trace_id` names a compensation's own), each Attempt a child span, its
+`span_id` the parent id its downstream received in `traceparent`. Export builds the
+same spans from the same rows, so the stored and the exported trace are one, with the
+ids the downstream saw. Attribute names follow the GenAI conventions for tool execution
+(`gen_ai.*`), the HTTP client conventions for attempts, and `toolops.*` for the rest.
+
+No args, results or messages are exported: a span carries the args hash, and the
+failure as `error.type` (the reason, a fixed word)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.utils import timezone
+
+from toolops.models import Attempt, ToolCall
+
+from . import otel
+
+_WAITING = (ToolCall.Status.IN_PROGRESS, ToolCall.Status.PENDING_APPROVAL)
+
+
+def parent_span_of(traceparent: str, trace_id: str) -> str:
+    """The agent's span id from its `traceparent` header when the header is of the run's
+    trace (the call span becomes its child); "" otherwise."""
+    parts = traceparent.strip().split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return ""
+    version, trace, span, _flags = parts
+    if version == "ff" or trace.lower() != trace_id or span == "0" * 16:
+        return ""
+    try:
+        int(span, 16)
+    except ValueError:
+        return ""
+    return span.lower()
+
+
+def call_export(*, call: ToolCall, attempts: Sequence[Attempt] = ()) -> None:
+    """Export a finished call's span and its attempts' spans (off: nothing to do)."""
+    if not otel.exporting() or call.status in _WAITING:
+        return
+    trace_id = call.trace_id or call.run.trace_id
+    spans = [_call_span(call, trace_id)]
+    spans += _attempt_spans(call, trace_id, attempts)
+    otel.emit(spans)
+
+
+def attempts_export(*, call: ToolCall, attempts: Sequence[Attempt]) -> None:
+    """Export attempts made after their call's span went out (the worker's later looks
+    at an unknown outcome): children of the call span already exported."""
+    if not otel.exporting() or not attempts:
+        return
+    otel.emit(_attempt_spans(call, call.trace_id or call.run.trace_id, attempts))
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp() * 1e9)
+
+
+def _context(trace_id: str, span_id: str) -> Any:
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    return SpanContext(
+        trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )  # fmt: skip
+
+
+def _call_span(call: ToolCall, trace_id: str) -> Any:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+    ok = call.status == ToolCall.Status.SUCCEEDED
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.call.id": call.tool_call_id,
+        "toolops.run_id": call.run.run_id,
+        "toolops.call_id": call.call_id,
+        "toolops.step_index": call.step_index,
+        "toolops.status": call.status,
+        "toolops.replayed": False,
+        "toolops.args_hash": call.args_digest,
+        "toolops.attempts": call.attempts,
+    }
+    if call.idempotency_key and _is_write(call):
+        attributes["toolops.idempotency_key"] = call.idempotency_key
+    if call.role == ToolCall.Role.UNDO:
+        attributes["toolops.role"] = "compensation"
+    status = Status(StatusCode.OK) if ok else Status(StatusCode.ERROR)
+    if not ok:
+        attributes["error.type"] = call.error_reason or call.status
+    links = []
+    if call.link:
+        linked_trace, _, linked_span = call.link.partition("-")
+        links.append(Link(_context(linked_trace, linked_span), {"toolops.link": "undoes"}))
+    parent = _context(trace_id, call.parent_span_id) if call.parent_span_id else None
+    end = call.finished_at or timezone.now()
+    return ReadableSpan(
+        name=f"execute_tool {call.tool}", context=_context(trace_id, call.span_id),
+        parent=parent, resource=otel.resource(), attributes=attributes, links=links,
+        kind=SpanKind.INTERNAL, status=status, start_time=_ns(call.created_at),
+        end_time=max(_ns(end), _ns(call.created_at)), instrumentation_scope=otel.scope(),
+    )  # fmt: skip
+
+
+def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -> list[Any]:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    from toolops.tools import registry
+
+    spec = registry.get(call.tool)
+    query_tool = spec.query.tool if spec is not None and spec.query is not None else None
+    parent = _context(trace_id, call.span_id)
+    spans = []
+    for row in attempts:
+        reconcile = row.purpose == "reconcile"
+        tool = (query_tool or call.tool) if reconcile else call.tool
+        target = registry.get(tool)
+        attributes: dict[str, Any] = {
+            "toolops.attempt": row.number,
+            "toolops.purpose": row.purpose,
+            "gen_ai.tool.name": tool,
+        }
+        if target is not None and target.url:
+            attributes["http.request.method"] = target.method
+            host = urlsplit(target.url).hostname
+            if host:
+                attributes["server.address"] = host
+        if row.http_status is not None:
+            attributes["http.response.status_code"] = row.http_status
+        if row.downstream_request_id:
+            attributes["toolops.downstream_request_id"] = row.downstream_request_id
+        if row.waited_ms:
+            attributes["toolops.waited_ms"] = round(row.waited_ms, 3)
+        ok = row.outcome == "ok"
+        if not ok:
+            attributes["toolops.failure_class"] = row.outcome
+            attributes["error.type"] = row.reason or (
+                str(row.http_status) if row.http_status else row.outcome
+            )
+        start = _ns(row.started_at)
+        method = attributes.get("http.request.method")
+        name = f"reconcile {tool}" if reconcile else f"{method + ' ' if method else ''}{tool}"
+        spans.append(
+            ReadableSpan(
+                name=name,
+                context=_context(trace_id, row.span_id),
+                parent=parent,
+                resource=otel.resource(),
+                attributes=attributes,
+                kind=SpanKind.CLIENT,
+                status=Status(StatusCode.UNSET if ok else StatusCode.ERROR),
+                start_time=start,
+                end_time=start + int(row.duration_ms * 1e6),
+                instrumentation_scope=otel.scope(),
+            )  # fmt: skip
+        )
+    return spans
+
+
+def _is_write(call: ToolCall) -> bool:
+    from toolops.tools import registry
+
+    spec = registry.get(call.tool)
+    return spec is None or not spec.is_read
