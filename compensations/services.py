@@ -18,6 +18,7 @@ from django.utils import timezone
 from compensations import live
 from compensations.models import Compensation, Ticket, TicketEvent
 from toolops.models import IdempotencyRecord, Run, ToolCall
+from traces import services as traces
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -54,10 +55,16 @@ def compensation_build(*, call: ToolCall, spec: ToolSpec) -> Compensation | None
         run_id=f"undo/{call.call_id}", step_index=call.step_index, tool=spec.compensation.tool,
         canonical_args=canonical_json(args),
     )  # fmt: skip
-    return Compensation(
+    compensation = Compensation(
         run_id=call.run_id, call=call, tool=spec.compensation.tool, args=args, problem=problem,
         key=key,
     )  # fmt: skip
+    # Mapped from the call's full args and result, so stored redacted like them (by the
+    # undo tool's rules and the call's sensitive values), the full args sealed.
+    from toolops.tools import registry
+
+    traces.args_seal(compensation, spec=registry.get(compensation.tool), source=call)
+    return compensation
 
 
 def compensation_save_unmappable(*, compensation: Compensation) -> Ticket:
@@ -65,6 +72,7 @@ def compensation_save_unmappable(*, compensation: Compensation) -> Ticket:
     the call's success stands, but nothing could undo it. Inside the caller's
     transaction, with the call's result."""
     compensation.save(force_insert=True)
+    traces.sealed_save(compensation)
     return ticket_open(compensation, Ticket.Reason.UNMAPPABLE, compensation.problem)
 
 
@@ -81,6 +89,7 @@ def compensation_register(*, call: ToolCall, spec: ToolSpec | None) -> Compensat
         compensation_save_unmappable(compensation=compensation)
     else:
         compensation.save(force_insert=True)
+        traces.sealed_save(compensation)
     run = Run.objects.get(pk=call.run_id)
     if run.status == Run.Status.COMPLETED:
         runs_discard(run_pks=[run.pk])
@@ -164,7 +173,8 @@ def compensation_run_next(*, run_pk: int) -> bool:
     # Reverse order holds because only the newest open compensation is ever run; an
     # older one waits until it has succeeded or been dead-lettered.
     undo = undo_execute(
-        run=current.run, undoes=current.call, tool=current.tool, args=current.args,
+        run=current.run, undoes=current.call, tool=current.tool,
+        args=traces.args_open(current),
         problem=current.problem, key=current.key, round_number=current.rounds,
         trace_id=current.trace_id,
     )  # fmt: skip

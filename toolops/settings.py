@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -39,6 +42,50 @@ def envint(name: str, default: int | None) -> int | None:
         return int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def fernet_keys(raw: str, source: str) -> list[str]:
+    """Comma- or newline-separated Fernet keys (32 url-safe base64-encoded bytes each, as
+    `Fernet.generate_key()` makes them); the first encrypts, all decrypt. A bad key is
+    named by its position, never echoed: it is a secret."""
+    keys = [k.strip() for k in raw.replace("\n", ",").split(",") if k.strip()]
+    if not keys:
+        raise ImproperlyConfigured(f"{source} holds no key")
+    for number, key in enumerate(keys, start=1):
+        try:
+            ok = len(base64.urlsafe_b64decode(key.encode("ascii"))) == 32
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            ok = False
+        if not ok:
+            raise ImproperlyConfigured(
+                f"{source}: key {number} of {len(keys)} is not a Fernet key (32 url-safe "
+                "base64-encoded bytes, as made by "
+                "`python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'`)"
+            )
+    return keys
+
+
+def args_keys(data_dir: Path) -> list[str]:
+    """TOOLOPS_ARGS_KEYS, or one key made once and kept in the data directory (like the
+    secret key), so that every process on the machine seals and opens alike."""
+    raw = os.getenv("TOOLOPS_ARGS_KEYS", "")
+    if raw.strip():
+        return fernet_keys(raw, "TOOLOPS_ARGS_KEYS")
+    path = data_dir / "args_keys"
+    if not path.exists():
+        # Written aside and linked into place: two processes starting at once agree on
+        # one key (the loser's link fails), and nobody reads a half-written file.
+        fresh = data_dir / f".args_keys.{os.getpid()}"
+        fresh.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
+        fresh.chmod(0o600)
+        try:
+            os.link(fresh, path)
+        except FileExistsError:
+            pass
+        finally:
+            fresh.unlink()
+    return fernet_keys(path.read_text(), str(path))
 
 
 DATA_DIR = Path(os.getenv("TOOLOPS_DATA_DIR") or BASE_DIR / "var")
@@ -244,6 +291,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The worker logs through LOGGING above (and its redacting filter), not handlers of its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     # Idempotency records past their retention: the table must not grow forever.
@@ -278,10 +327,15 @@ TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
 TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", None)
 TOOLOPS_DEFAULT_MAX_SECONDS = envint("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", None)
 TOOLOPS_DEFAULT_MAX_TOKENS = envint("TOOLOPS_DEFAULT_RUN_MAX_TOKENS", None)
+# The keys that seal full args and results at rest (traces/vault.py): the first encrypts,
+# every one decrypts; rotate with `manage.py rotate_args_keys`.
+TOOLOPS_ARGS_KEYS = args_keys(DATA_DIR)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # No log line carries an e-mail address or a card number, whoever wrote it.
+    "filters": {"redact": {"()": "traces.sensitive.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.getenv("TOOLOPS_LOG_LEVEL", "WARNING")},
 }

@@ -12,6 +12,7 @@ from toolops.approvals.services import approval_out
 from toolops.executor.pipeline import run_check_deadline
 from toolops.models import Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
+from traces import services as traces
 
 
 def iso(value: datetime | None) -> str | None:
@@ -21,6 +22,9 @@ def iso(value: datetime | None) -> str | None:
 
 
 def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
+    """The agent's view of its call. Its result is whole (the agent's own data; stored
+    redacted, it is opened from `result_sealed`); the call carries no args, and its error
+    message and feedback are the redacted ones everybody sees."""
     return {
         "call_id": call.call_id,
         "tool_call_id": call.tool_call_id,
@@ -28,7 +32,7 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
         "step_index": call.step_index,
         "tool": call.tool,
         "status": call.status,
-        "result": call.result,
+        "result": traces.result_open(call),
         "error": call.error,
         "feedback": call.feedback,
         "attempts": call.attempts,

@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 from compensations import services as compensation_services
 from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools.spec import ToolSpec
+from traces import services as traces
 
 from . import backoff, breaker, claims, feedback, store
 from .classify import Verdict, classify
@@ -52,8 +53,9 @@ def end(
     call.status = status
     call.error_class = error_class
     call.error_reason = reason
-    call.error_message = message[:2000]
-    call.feedback = text
+    # A downstream's error (or the schema's verdict) may quote the args back.
+    call.error_message = traces.redact_text(message, call=call)[:2000]
+    call.feedback = traces.redact_text(text, call=call)
     call.finished_at = timezone.now()
 
 
@@ -227,14 +229,16 @@ class Execution:
         started = timezone.now()
         t0 = time.perf_counter()
         outcome = send(
-            self.spec, call, self.run, call.args or {}, attempt=call.attempts, span_id=span_id,
+            self.spec, call, self.run, traces.args_open(call) or {}, attempt=call.attempts,
+            span_id=span_id,
             trace_id=self.trace_id,
         )  # fmt: skip
         row = Attempt(
             call=call, tool=self.spec.name, number=call.attempts, span_id=span_id,
             started_at=started,
             duration_ms=(time.perf_counter() - t0) * 1000, waited_ms=waited * 1000,
-            http_status=outcome.status, outcome="ok", error=outcome.message[:2000],
+            http_status=outcome.status, outcome="ok",
+            error=traces.redact_text(outcome.message, call=call)[:2000],
             downstream_request_id=outcome.request_id,
         )  # fmt: skip
         self.rows.append(row)
@@ -271,7 +275,8 @@ class Execution:
 
     def _succeeded(self, body: Any, text: str | None = None) -> None:
         call, spec = self.call, self.spec
-        call.result = body
+        # Stored redacted (the full result sealed in `result_sealed`); the agent gets it whole.
+        traces.result_seal(call, body, spec=spec)
         if spec.result_schema is not None:
             errors = list(Draft202012Validator(spec.result_schema).iter_errors(body))
             if errors:
@@ -365,5 +370,5 @@ class Execution:
 
 RESULT_FIELDS = [
     "status", "result", "error_class", "error_reason", "error_message", "feedback",
-    "attempts", "finished_at", "next_reconcile_at",
+    "attempts", "finished_at", "next_reconcile_at", "result_sealed",
 ]  # fmt: skip

@@ -19,6 +19,7 @@ from toolops.approvals import services as approval_services
 from toolops.models import Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
+from traces import services as traces
 
 from . import claims, feedback, store
 from .execution import Execution, Tokens, charge_run, end, lease_s, ttl_s
@@ -92,6 +93,9 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         status=Status.IN_PROGRESS,
     )
     spec = prepared.spec
+    # Stored, shown and exported redacted; the full args stay in memory for the downstream
+    # and are sealed in the vault with the call row when anything was redacted.
+    traces.args_seal(call, spec=spec)
     tokens = Tokens(run, request.tokens)
 
     if spec is None:
@@ -347,6 +351,7 @@ def _record_unexecuted(call: ToolCall, tokens: Tokens) -> CallAnswer:
     try:
         with transaction.atomic():
             rows.insert([call])
+            traces.sealed_save(call)
             charge_run(call.run, attempts=0, tokens=tokens.pending)
     except IntegrityError as exc:
         if not _is_tool_call_id_clash(exc):

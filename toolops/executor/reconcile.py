@@ -11,6 +11,7 @@ from django.utils import timezone
 from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools import registry
 from toolops.tools.spec import Mapping, ToolSpec
+from traces import services as traces
 
 from . import breaker
 from .transport import send
@@ -28,8 +29,11 @@ def resolve_mapping(
     mapping: Mapping, spec: ToolSpec, call: ToolCall, missing: list[str] | None = None
 ) -> dict[str, Any]:
     """Args for a query or compensation tool, mapped from the original call. A path that
-    finds nothing maps to None, and is named in `missing` when the caller passes a list."""
-    args = call.args or {}
+    finds nothing maps to None, and is named in `missing` when the caller passes a list.
+
+    Mapped from the full args and result (the stored ones are redacted): a call read
+    back from the database has them opened from the vault."""
+    args = traces.args_open(call) or {}
     if mapping.args is None:
         mapped = {k: args[k] for k in spec.business_key if k in args}
         if spec.client_reference:
@@ -39,7 +43,7 @@ def resolve_mapping(
     for name, path in mapping.args.items():
         if isinstance(path, str) and path.startswith("$."):
             source, _, dotted = path[2:].partition(".")
-            value: Any = args if source == "args" else (call.result or {})
+            value: Any = args if source == "args" else (traces.result_open(call) or {})
             for part in dotted.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
             if value is None and missing is not None:
@@ -79,7 +83,7 @@ def query_outcome(
                 duration_ms=(time.perf_counter() - t0) * 1000,
                 http_status=outcome.status,
                 outcome="ok" if outcome.ok else "query_failed",
-                error=outcome.message[:2000],
+                error=traces.redact_text(outcome.message, call=call)[:2000],
                 downstream_request_id=outcome.request_id,
                 purpose="reconcile",
             )  # fmt: skip

@@ -1,6 +1,10 @@
 """A call's two writes — the claim with its call row, and the result with its attempts —
 each in as few round trips as the database allows.
 
+A call whose args had something redacted brings its sealed full args (traces.services
+`sealed_row`): written by the same statement, as one more CTE, so sensitive args cost no
+extra round trip and args with nothing sensitive cost nothing at all.
+
 On PostgreSQL each is ONE statement (data-modifying CTEs), so it runs in autocommit:
 atomic without a BEGIN and COMMIT of its own. That is 2 round trips a write call instead
 of 9, and the difference is most of the executor's overhead. Elsewhere (SQLite, the
@@ -16,6 +20,7 @@ from django.db.models import Model
 
 from toolops import rows
 from toolops.models import Attempt, ToolCall
+from traces import services as traces
 
 from . import claims
 
@@ -33,6 +38,22 @@ def _cte_ready() -> bool:
     return connection.vendor == "postgresql"
 
 
+def _vault_cte(objs: Sequence[Model], guard: str = "") -> tuple[str, list[object]]:
+    """`vault AS (INSERT …)` for the sealed args of `objs` (none: no CTE). A row already
+    there (the same args, sealed by another call) is left as it is."""
+    sealed = [row for row in map(traces.sealed_row, objs) if row is not None]
+    if not sealed:
+        return "", []
+    fields = rows.insert_fields(type(sealed[0]))
+    values, params = rows.values_sql(sealed, fields, typed=True)
+    table = connection.ops.quote_name(sealed[0]._meta.db_table)
+    sql = (
+        f"vault AS (INSERT INTO {table} ({rows.columns(fields)}) "
+        f"SELECT * FROM (VALUES {values}) AS v{guard} ON CONFLICT DO NOTHING)"
+    )
+    return sql, params
+
+
 def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
     """Claim the call's key and, only if won, insert the call row. Raises IntegrityError
     when the run already has a call with this tool_call_id (nothing is written then)."""
@@ -47,16 +68,18 @@ def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
                 won = cursor.fetchone() is not None
             if won:
                 rows.insert([call])
+                traces.sealed_save(call)
         return won
     fields = rows.insert_fields(ToolCall)
     values, params = rows.values_sql([call], fields, typed=True)
+    vault, vault_params = _vault_cte([call], " WHERE EXISTS (SELECT 1 FROM claim)")
     sql = (
-        f"WITH claim AS ({claim_sql}) "
+        f"WITH claim AS ({claim_sql}){', ' + vault if vault else ''} "
         f"INSERT INTO {CALL_TABLE} ({rows.columns(fields)}) "
         f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM claim) RETURNING id"
     )
     with _savepoint_if_nested(), connection.cursor() as cursor:
-        cursor.execute(sql, [*claim_params, *params])
+        cursor.execute(sql, [*claim_params, *vault_params, *params])
         row = cursor.fetchone()
     if row is None:
         return False
@@ -82,6 +105,8 @@ def record_result(
             if recorded:
                 rows.update(call, fields)
                 rows.insert(also)
+                for obj in also:
+                    traces.sealed_save(obj)
             rows.insert(attempts)
         return recorded
     ctes: list[str] = []
@@ -111,6 +136,11 @@ def record_result(
             f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM upd))"
         )
         params += more
+        # The undo's args, mapped from the call, may hold its sensitive values.
+        vault, more = _vault_cte(also, " WHERE EXISTS (SELECT 1 FROM upd)")
+        if vault:
+            ctes.append(vault)
+            params += more
     with connection.cursor() as cursor:
         cursor.execute(f"WITH {', '.join(ctes)} SELECT count(*) FROM upd", params)
         return cursor.fetchone()[0] == 1
@@ -122,6 +152,7 @@ def insert_with_attempts(call: ToolCall, attempts: Sequence[Attempt]) -> None:
     if not _cte_ready() or not attempts:
         with transaction.atomic():
             rows.insert([call])
+            traces.sealed_save(call)
             rows.insert(attempts)
         return
     call_fields = rows.insert_fields(ToolCall)
@@ -129,13 +160,15 @@ def insert_with_attempts(call: ToolCall, attempts: Sequence[Attempt]) -> None:
     attempt_fields = rows.insert_fields(Attempt, skip=("call",))
     # The attempts' call is inserted by this same statement: its id comes from `c`.
     values, more = rows.values_sql(attempts, attempt_fields, typed=True, related_saved=False)
+    vault, vault_params = _vault_cte([call])
     sql = (
         f"WITH c AS (INSERT INTO {CALL_TABLE} ({rows.columns(call_fields)}) VALUES {call_values} "
         "RETURNING id), "
         f"ins AS (INSERT INTO {ATTEMPT_TABLE} (call_id, {rows.columns(attempt_fields)}) "
-        f"SELECT c.id, v.* FROM c CROSS JOIN (VALUES {values}) AS v) "
+        f"SELECT c.id, v.* FROM c CROSS JOIN (VALUES {values}) AS v)"
+        f"{', ' + vault if vault else ''} "
         "SELECT id FROM c"
     )
     with _savepoint_if_nested(), connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *more])
+        cursor.execute(sql, [*params, *more, *vault_params])
         rows.mark_saved(call, cursor.fetchone()[0])

@@ -15,13 +15,14 @@ from .spec import KINDS, BreakerConfig, Mapping, ToolSpec
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAPPING_RE = re.compile(r"^\$\.(args|result)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+REDACT_PATH_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 FIELDS = {
     "name", "kind", "description", "url", "method", "timeout_s", "max_attempts",
     "requires_approval", "approval_ttl_s", "idempotency_header", "client_reference", "query",
     "business_key", "session_dedupe_window_s", "compensation", "breaker", "params_schema",
     "result_schema", "internal", "allow_partial", "backoff_base_s", "backoff_cap_s",
-    "query_before_write", "approvals_required",
+    "query_before_write", "approvals_required", "redact",
 }  # fmt: skip
 BREAKER_FIELDS = {f.name for f in BreakerConfig.__dataclass_fields__.values()}
 
@@ -113,6 +114,7 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
     if not isinstance(business_key, list) or not all(isinstance(k, str) for k in business_key):
         raise CatalogError(name, "business_key", "must be a list of field names")
     kwargs["business_key"] = tuple(business_key)
+    kwargs["redact"] = _redact(entry, name)
     kwargs["query"] = _mapping(entry, name, "query")
     kwargs["compensation"] = _mapping(entry, name, "compensation")
     kwargs["breaker"] = _breaker(entry, name)
@@ -176,6 +178,22 @@ def _schema(
     if field == "params_schema" and schema.get("type") != "object":
         raise CatalogError(name, field, 'must have type = "object"')
     return schema
+
+
+def _redact(entry: dict[str, Any], name: str) -> tuple[str, ...]:
+    """Field paths to redact on top of the defaults: ["card_holder", "payer.email"]."""
+    value = entry.get("redact", [])
+    if not isinstance(value, list):
+        raise CatalogError(
+            name, "redact", 'must be a list of field paths, e.g. ["pin", "payer.email"]'
+        )
+    for index, path in enumerate(value):
+        if not isinstance(path, str) or not REDACT_PATH_RE.fullmatch(path):
+            raise CatalogError(
+                name, f"redact[{index}]",
+                f"{path!r} is not a field path (names of letters, digits, _ or -, joined by dots)",
+            )  # fmt: skip
+    return tuple(value)
 
 
 def _mapping(entry: dict[str, Any], name: str, field: str) -> Mapping | None:

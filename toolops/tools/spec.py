@@ -59,6 +59,9 @@ class ToolSpec:
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     allow_partial: bool = False
     query_before_write: bool = False
+    # Fields redacted wherever the call's args and result are stored, exported or shown,
+    # on top of the default rules (traces/sensitive.py): dotted paths such as "a.b".
+    redact: tuple[str, ...] = ()
     # Exactly one transport: an HTTP endpoint, or a Python callable.
     url: str | None = None
     method: str = "POST"

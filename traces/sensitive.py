@@ -1,0 +1,279 @@
+"""Redaction (DESIGN.md "Tracing"): what ToolOps stores, exports, logs and shows of a
+call's args, results and errors has its sensitive values replaced.
+
+Redacted, at any depth:
+- the value under a key whose name contains password, passwd, secret, token, api_key,
+  apikey, authorization, card, cvv, cvc, iban or ssn (any case; also passphrase, cookie,
+  session, private_key, social_security and a key named exactly `pan`);
+- the fields a tool names in the catalog (`redact = ["field", "a.b"]`, dotted paths from
+  the root of the args and of the result; a list on the way applies the rest of the
+  path to each item), and properties its JSON Schema marks `"x-sensitive": true` or
+  `"writeOnly": true`;
+- inside any string: e-mail addresses, and Luhn-valid card numbers of 13–19 digits
+  (single spaces or dashes allowed between the digits);
+- inside any string: the literal values redacted from the call's own args, so a result
+  or an error message that echoes them gives nothing away.
+
+It runs on every call's write path, so the common case — nothing sensitive — must cost
+microseconds: a key name is judged once per process (cached), and a string is looked at
+only for an "@" or a run of 13 digits before anything slower runs."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+REDACTED = "[redacted]"
+EMAIL_MARK = "[redacted email]"
+CARD_MARK = "[redacted card]"
+# Every mark starts so: a stored value holding one may have a sealed original.
+MARK = "[redacted"
+# Literal values shorter than this are not scrubbed from free text: "123" (a CVC) would
+# match too much ordinary text. Patterns and key names still catch them where they stand.
+MIN_SCRUB_LEN = 6
+
+SENSITIVE_KEY = re.compile(
+    r"password|passwd|passphrase|secret|token|api[-_]?key|authori[sz]ation|card|cvv|cvc|"
+    r"iban|ssn|cookie|session|private[-_]?key|social[-_]?security|^pan$",
+    re.IGNORECASE,
+)
+# Bounded repeats: an unbounded local part would make a long string with one "@" cost
+# quadratic time.
+EMAIL = re.compile(r"[\w.%+'-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}")
+# A run of at least 13 digits, single spaces or dashes allowed between them.
+DIGIT_RUN = re.compile(r"(?<![0-9])[0-9](?:[ -]?[0-9]){12,}(?![0-9])")
+THIRTEEN_DIGITS = re.compile(r"[0-9](?:[ -]?[0-9]){12}")
+SEPARATOR = re.compile(r"([ -])")
+
+# A catalog path's end: everything under it is redacted.
+LEAF: dict[str, Any] = {}
+PathTree = dict[str, Any]
+
+
+def key_is_sensitive(name: object) -> bool:
+    return _key_is_sensitive(str(name))
+
+
+@functools.lru_cache(maxsize=8192)
+def _key_is_sensitive(name: str) -> bool:
+    return SENSITIVE_KEY.search(name) is not None
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        digit = ord(char) - 48
+        if index % 2:
+            digit = digit * 2 - 9 if digit > 4 else digit * 2
+        total += digit
+    return total % 10 == 0
+
+
+def _cards(match: re.Match[str]) -> str:
+    run = match.group()
+    pieces = SEPARATOR.split(run)  # digits, separator, digits, …
+    groups = pieces[0::2]
+    digits = "".join(groups)
+    if 13 <= len(digits) <= 19:
+        return CARD_MARK if luhn_valid(digits) else run
+    # A longer run may hold a card among other numbers ("order 12345 4111 1111 1111
+    # 1111"): try whole groups, so a long number without separators is never cut up.
+    out: list[str] = []
+    start = 0
+    while start < len(groups):
+        end, acc = None, ""
+        for stop in range(start, len(groups)):
+            acc += groups[stop]
+            if len(acc) > 19:
+                break
+            if len(acc) >= 13 and luhn_valid(acc):
+                end = stop
+                break
+        if end is None:
+            out.append(groups[start])
+            if start < len(groups) - 1:
+                out.append(pieces[2 * start + 1])
+            start += 1
+            continue
+        out.append(CARD_MARK)
+        if end < len(groups) - 1:
+            out.append(pieces[2 * end + 1])
+        start = end + 1
+    return "".join(out)
+
+
+def scrub(text: str, secrets: Sequence[str] = ()) -> str:
+    """`text` with the literal `secrets` (longest first), e-mail addresses and card
+    numbers replaced."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if "@" in text:
+        text = EMAIL.sub(EMAIL_MARK, text)
+    if THIRTEEN_DIGITS.search(text) is not None:
+        text = DIGIT_RUN.sub(_cards, text)
+    return text
+
+
+@functools.lru_cache(maxsize=1024)
+def path_tree(paths: tuple[str, ...]) -> PathTree | None:
+    """("a", "b.c") → {"a": LEAF, "b": {"c": LEAF}}; a shorter path wins over a longer."""
+    if not paths:
+        return None
+    tree: PathTree = {}
+    for path in paths:
+        node = tree
+        parts = path.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if child is LEAF:
+                break
+            node = child
+        else:
+            node[parts[-1]] = LEAF
+    return tree
+
+
+@dataclass(frozen=True)
+class Redaction:
+    value: Any
+    # The literal values taken out (for scrubbing them from text), longest first.
+    secrets: tuple[str, ...]
+    changed: bool
+
+
+def redact_value(
+    value: Any,
+    *,
+    paths: Sequence[str] = (),
+    schema: dict[str, Any] | None = None,
+    secrets: Sequence[str] = (),
+) -> Redaction:
+    """A redacted copy of `value` (the same object when nothing was redacted)."""
+    walk = _Walk(secrets)
+    out = walk.value(value, schema, path_tree(tuple(paths)))
+    found = tuple(sorted(set(walk.found), key=len, reverse=True))
+    return Redaction(out if walk.changed else value, found, walk.changed)
+
+
+class _Walk:
+    __slots__ = ("changed", "found", "secrets")
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self.secrets = secrets
+        self.found: list[str] = []
+        self.changed = False
+
+    def value(self, value: Any, schema: dict[str, Any] | None, tree: PathTree | None) -> Any:
+        if isinstance(value, str):
+            new = scrub(value, self.secrets)
+            if new != value:
+                self.changed = True
+            return new
+        if isinstance(value, dict):
+            props = schema.get("properties") if schema else None
+            if not isinstance(props, dict):
+                props = None
+            out = {}
+            for key, item in value.items():
+                sub = props.get(key) if props else None
+                if not isinstance(sub, dict):
+                    sub = None
+                branch = tree.get(key) if tree else None
+                if _empty(item):
+                    out[key] = item  # nothing to hide in a null, a boolean or ""
+                elif (
+                    branch is LEAF
+                    or key_is_sensitive(key)
+                    or (sub is not None and (sub.get("x-sensitive") or sub.get("writeOnly")))
+                ):
+                    self._take(item)
+                    out[key] = REDACTED
+                else:
+                    out[key] = self.value(item, sub, branch)
+            return out
+        if isinstance(value, list):
+            items = schema.get("items") if schema else None
+            sub = items if isinstance(items, dict) else None
+            return [self.value(item, sub, tree) for item in value]
+        return value
+
+    def _take(self, item: Any) -> None:
+        """A value redacted whole: remember its literal parts, to scrub them from text."""
+        self.changed = True
+        if isinstance(item, dict):
+            for sub in item.values():
+                self._take(sub)
+        elif isinstance(item, list):
+            for sub in item:
+                self._take(sub)
+        elif not _empty(item):
+            text = item if isinstance(item, str) else str(item)
+            if len(text) >= MIN_SCRUB_LEN:
+                self.found.append(text)
+                # As it reads inside a JSON body echoed in an error message.
+                escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+                if escaped != text:
+                    self.found.append(escaped)
+
+
+def _empty(item: Any) -> bool:
+    return item is None or isinstance(item, bool) or item == ""
+
+
+def redact(value: Any, *, spec: Any = None, result: bool = False) -> Any:
+    """A redacted copy of a call's args (or, `result=True`, its result) by the rules of
+    its tool `spec` (a ToolSpec, or None: key names and patterns only)."""
+    if spec is None:
+        return redact_value(value).value
+    schema = spec.result_schema if result else spec.params_schema
+    return redact_value(value, paths=spec.redact, schema=schema).value
+
+
+def has_mark(value: Any) -> bool:
+    """Whether a stored value holds a redaction mark (so it may have a sealed original)."""
+    if isinstance(value, str):
+        return MARK in value
+    if isinstance(value, dict):
+        return any(has_mark(item) for item in value.values())
+    if isinstance(value, list):
+        return any(has_mark(item) for item in value)
+    return False
+
+
+def valid_path(path: object) -> bool:
+    return isinstance(path, str) and PATH.fullmatch(path) is not None
+
+
+PATH = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+
+
+def merged(*groups: Iterable[str]) -> tuple[str, ...]:
+    """Secrets from several sources, deduplicated, longest first."""
+    return tuple(sorted({s for group in groups for s in group}, key=len, reverse=True))
+
+
+class RedactingFilter(logging.Filter):
+    """Installed on every handler in settings.LOGGING: e-mail addresses and card numbers
+    never reach a log line, whoever logged them (ToolOps' own lines carry no args)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string is the logging module's to report
+            return True
+        clean = scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
+        return True

@@ -1,0 +1,215 @@
+"""The full args and results behind the redacted ones (DESIGN.md "Tracing"), encrypted at
+rest with `cryptography`'s MultiFernet: the first key of TOOLOPS_ARGS_KEYS encrypts, every
+key decrypts, so a key is rotated by putting a new one first and running
+`manage.py rotate_args_keys` before the old one is dropped.
+
+A call's args are stored redacted; when redaction changed anything, the full args go to
+a SealedArgs row keyed by the call's args hash (a compensation's by its idempotency key),
+written with the call row. A result is stored redacted with its full form, encrypted, in
+the call's `result_sealed`.
+
+In memory, a call (or compensation) keeps its full args and result beside the redacted
+fields, remembered together with the exact redacted object they belong to: if the field
+is re-read from the database (`refresh_from_db`) or replaced, the memory no longer
+applies and the full form is read from the vault again. Model fields therefore always
+hold what may be stored, exported and shown."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+
+from . import sensitive
+from .models import SealedArgs
+
+log = logging.getLogger(__name__)
+
+ARGS_MEMO = "_toolops_args"
+RESULT_MEMO = "_toolops_result"
+
+
+class VaultError(Exception):
+    pass
+
+
+# -- encryption ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _fernet(keys: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([Fernet(key) for key in keys])
+
+
+def fernet() -> MultiFernet:
+    """The keys as settings hold them now (tests and rotations may change them)."""
+    return _fernet(tuple(settings.TOOLOPS_ARGS_KEYS))
+
+
+def seal(value: Any) -> str:
+    data = json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False, separators=(",", ":"))
+    return fernet().encrypt(data.encode()).decode("ascii")
+
+
+def unseal(token: str) -> Any:
+    try:
+        data = fernet().decrypt(token.encode("ascii"))
+    except (InvalidToken, UnicodeEncodeError):
+        raise VaultError(
+            "no key in TOOLOPS_ARGS_KEYS decrypts it (was a key dropped before "
+            "rotate_args_keys re-encrypted what it had sealed?)"
+        ) from None
+    return json.loads(data)
+
+
+def rotate(token: str) -> str:
+    """The same plaintext, encrypted with the first key (MultiFernet.rotate)."""
+    try:
+        return fernet().rotate(token.encode("ascii")).decode("ascii")
+    except (InvalidToken, UnicodeEncodeError):
+        raise VaultError("no key in TOOLOPS_ARGS_KEYS decrypts it") from None
+
+
+# -- args ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Args:
+    shown: Any  # the redacted object this memory belongs to
+    full: Any
+    secrets: tuple[str, ...]
+    row: SealedArgs | None  # to be written with the call row
+
+
+@dataclass
+class _Result:
+    shown: Any
+    full: Any
+
+
+def _vault_key(obj: Any) -> str:
+    # A call's args are keyed by their hash; a compensation has none, but its
+    # idempotency key is a hash of its args (and of the call it undoes).
+    digest = getattr(obj, "args_digest", None)
+    return str(digest or obj.key)
+
+
+def _rules(spec: Any, *, result: bool = False) -> tuple[tuple[str, ...], dict[str, Any] | None]:
+    if spec is None:
+        return (), None
+    schema = spec.result_schema if result else spec.params_schema
+    return tuple(getattr(spec, "redact", ())), schema
+
+
+def _spec_of(obj: Any) -> Any:
+    from toolops.tools import registry
+
+    try:
+        return registry.get(obj.tool)
+    except Exception:  # a broken catalog must not stop a look at what was sent
+        return None
+
+
+def args_seal(obj: Any, *, spec: Any, source: Any = None) -> None:
+    """Redact `obj.args` in place (a call or a compensation), keeping the full args in
+    memory and, when redaction changed anything, the vault row to write with `obj`.
+    `source`: the call `obj` was made from, whose sensitive values are scrubbed too."""
+    full = obj.args
+    inherited = args_memo(source).secrets if source is not None else ()
+    paths, schema = _rules(spec)
+    done = sensitive.redact_value(full, paths=paths, schema=schema, secrets=inherited)
+    obj.args = done.value
+    row = SealedArgs(digest=_vault_key(obj), token=seal(full)) if done.changed else None
+    setattr(obj, ARGS_MEMO, _Args(done.value, full, sensitive.merged(done.secrets, inherited), row))
+
+
+def args_memo(obj: Any) -> _Args:
+    """The full args of `obj`: from memory, or — for a row read from the database —
+    from the vault when the stored args hold a redaction mark."""
+    memo: _Args | None = getattr(obj, ARGS_MEMO, None)
+    if memo is not None and memo.shown is obj.args:
+        return memo
+    shown = obj.args
+    full = shown
+    if sensitive.has_mark(shown):
+        row = SealedArgs.objects.filter(pk=_vault_key(obj)).first()
+        try:
+            if row is None:
+                raise VaultError("its row is gone")
+            full = unseal(row.token)
+        except VaultError as exc:
+            # Never guess: the redacted args are what is left, and the downstream will
+            # refuse them rather than act on someone else's values.
+            log.error("the full args of %s cannot be read: %s", _label(obj), exc)
+    paths, schema = _rules(_spec_of(obj))
+    found = sensitive.redact_value(full, paths=paths, schema=schema).secrets
+    memo = _Args(shown, full, found, None)
+    setattr(obj, ARGS_MEMO, memo)
+    return memo
+
+
+def args_open(obj: Any) -> Any:
+    return args_memo(obj).full
+
+
+def sealed_row(obj: Any) -> SealedArgs | None:
+    memo: _Args | None = getattr(obj, ARGS_MEMO, None)
+    return memo.row if memo is not None and memo.shown is obj.args else None
+
+
+def sealed_save(obj: Any) -> None:
+    """Write the vault row `args_seal` prepared, in the caller's transaction (the paths
+    where the row is not part of one of the executor's single statements)."""
+    row = sealed_row(obj)
+    if row is not None:
+        SealedArgs.objects.bulk_create([row], ignore_conflicts=True)
+
+
+def secrets_of(obj: Any) -> tuple[str, ...]:
+    return args_memo(obj).secrets
+
+
+def redact_text(text: str, *, call: Any = None) -> str:
+    """`text` (an error message, feedback, a note) without e-mail addresses, card numbers
+    and — given the call it is about — the sensitive values of that call's args."""
+    if not text:
+        return text
+    return sensitive.scrub(text, secrets_of(call) if call is not None else ())
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+def result_seal(call: Any, value: Any, *, spec: Any) -> None:
+    """Set the call's result: redacted in `result`, its full form encrypted in
+    `result_sealed` when redaction changed anything, and in memory."""
+    paths, schema = _rules(spec, result=True)
+    done = sensitive.redact_value(value, paths=paths, schema=schema, secrets=secrets_of(call))
+    call.result = done.value
+    call.result_sealed = seal(value) if done.changed else ""
+    setattr(call, RESULT_MEMO, _Result(done.value, value))
+
+
+def result_open(call: Any) -> Any:
+    memo: _Result | None = getattr(call, RESULT_MEMO, None)
+    if memo is not None and memo.shown is call.result:
+        return memo.full
+    if not call.result_sealed:
+        return call.result
+    try:
+        full = unseal(call.result_sealed)
+    except VaultError as exc:
+        log.error("the full result of %s cannot be read: %s", _label(call), exc)
+        return call.result
+    setattr(call, RESULT_MEMO, _Result(call.result, full))
+    return full
+
+
+def _label(obj: Any) -> str:
+    return str(getattr(obj, "call_id", None) or f"compensation {obj.pk}")
