@@ -31,6 +31,7 @@ from toolops.models import (
     ToolPolicy,
     new_trace_id,
 )
+from traces import services as traces
 
 __all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_submit",
            "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
@@ -95,7 +96,14 @@ def call_write_key(
 
 
 def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
+    started = timezone.now()
     answer = _call_submit(run=run, request=request, prepared=prepared)
+    if answer.replayed:
+        traces.replay_export(call=answer.call, traceparent=request.traceparent, started=started)
+        # Answered with an existing call (its idempotency record, an earlier call with this
+        # tool_call_id, or after waiting for the first request): no call row is written,
+        # so the hit rate counts it here, in one statement.
+        traces.replay_noted(tool=answer.call.tool)
     if answer.call.is_waiting and request.wait > 0:
         answer.call = call_wait(call=answer.call, seconds=request.wait)
     return answer

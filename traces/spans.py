@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.db import connection, transaction
 from django.utils import timezone
 
 from toolops.models import Attempt, ToolCall
@@ -49,7 +50,34 @@ def call_export(*, call: ToolCall, attempts: Sequence[Attempt] = ()) -> None:
     trace_id = call.trace_id or call.run.trace_id
     spans = [_call_span(call, trace_id)]
     spans += _attempt_spans(call, trace_id, attempts)
-    otel.emit(spans)
+    _emit_on_commit(spans)
+
+
+def replay_export(*, call: ToolCall, traceparent: str, started: datetime) -> None:
+    """A request answered from an earlier call (nothing sent): a span of its own in the
+    run's trace, `toolops.replayed = true`, linked to the span of the call it replayed."""
+    if not otel.exporting():
+        return
+    from opentelemetry.trace import Link
+
+    from toolops.models import new_span_id
+
+    trace_id = call.trace_id or call.run.trace_id
+    span = _call_span(
+        call, trace_id, span_id=new_span_id(), start=started, end=timezone.now(),
+        parent_span_id=parent_span_of(traceparent, trace_id) if traceparent else "",
+        links=[Link(_context(trace_id, call.span_id), {"toolops.link": "replays"})],
+    )  # fmt: skip
+    _emit_on_commit([span])
+
+
+def _emit_on_commit(spans: list[Any]) -> None:
+    # A span describes what was recorded: inside someone's transaction, it leaves when
+    # (and only if) that commits.
+    if connection.in_atomic_block:
+        transaction.on_commit(lambda: otel.emit(spans))
+    else:
+        otel.emit(spans)
 
 
 def attempts_export(*, call: ToolCall, attempts: Sequence[Attempt]) -> None:
@@ -73,10 +101,14 @@ def _context(trace_id: str, span_id: str) -> Any:
     )  # fmt: skip
 
 
-def _call_span(call: ToolCall, trace_id: str) -> Any:
+def _call_span(
+    call: ToolCall, trace_id: str, *, span_id: str = "", start: datetime | None = None,
+    end: datetime | None = None, parent_span_id: str | None = None, links: list[Any] | None = None,
+) -> Any:  # fmt: skip
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+    replayed = bool(span_id)
     ok = call.status == ToolCall.Status.SUCCEEDED
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
@@ -86,7 +118,7 @@ def _call_span(call: ToolCall, trace_id: str) -> Any:
         "toolops.call_id": call.call_id,
         "toolops.step_index": call.step_index,
         "toolops.status": call.status,
-        "toolops.replayed": False,
+        "toolops.replayed": replayed,
         "toolops.args_hash": call.args_digest,
         "toolops.attempts": call.attempts,
     }
@@ -97,17 +129,19 @@ def _call_span(call: ToolCall, trace_id: str) -> Any:
     status = Status(StatusCode.OK) if ok else Status(StatusCode.ERROR)
     if not ok:
         attributes["error.type"] = call.error_reason or call.status
-    links = []
-    if call.link:
+    links = list(links or ())
+    if call.link and not replayed:
         linked_trace, _, linked_span = call.link.partition("-")
         links.append(Link(_context(linked_trace, linked_span), {"toolops.link": "undoes"}))
-    parent = _context(trace_id, call.parent_span_id) if call.parent_span_id else None
-    end = call.finished_at or timezone.now()
+    parent_id = call.parent_span_id if parent_span_id is None else parent_span_id
+    parent = _context(trace_id, parent_id) if parent_id else None
+    start = start or call.created_at
+    end = end or call.finished_at or timezone.now()
     return ReadableSpan(
-        name=f"execute_tool {call.tool}", context=_context(trace_id, call.span_id),
+        name=f"execute_tool {call.tool}", context=_context(trace_id, span_id or call.span_id),
         parent=parent, resource=otel.resource(), attributes=attributes, links=links,
-        kind=SpanKind.INTERNAL, status=status, start_time=_ns(call.created_at),
-        end_time=max(_ns(end), _ns(call.created_at)), instrumentation_scope=otel.scope(),
+        kind=SpanKind.INTERNAL, status=status, start_time=_ns(start),
+        end_time=max(_ns(end), _ns(start)), instrumentation_scope=otel.scope(),
     )  # fmt: skip
 
 

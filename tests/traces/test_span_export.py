@@ -117,6 +117,19 @@ def test_a_call_retried_twice_is_one_call_span_with_three_attempt_spans(
     # Each attempt's span id is the parent id its request carried downstream.
     received = [r["headers"]["traceparent"] for r in shop.requests("/inventory/reservations")]
     assert received == [f"00-{agent.trace_id}-{a['span_id']}-01" for a in attempts]
+    # The same request again is a replay: a span of its own, linked to the call's.
+    again = agent.call(
+        0, "reserve_stock", RESERVE, traceparent=f"00-{agent.trace_id}-{AGENT_SPAN}-01"
+    )
+    assert again["call_id"] == call["call_id"]
+    spans = toolops_spans(otlp_http, 5)
+    [replay] = [s for s in spans if s["attributes"].get("toolops.replayed")]
+    assert replay["name"] == "execute_tool reserve_stock"
+    assert (replay["trace_id"], replay["parent_span_id"]) == (agent.trace_id, AGENT_SPAN)
+    assert replay["span_id"] != call_span["span_id"]
+    assert replay["links"] == [(agent.trace_id, call_span["span_id"])]
+    assert len(shop.requests("/inventory/reservations")) == 3  # nothing more was sent
+
     # No doubled client span from the urllib3 instrumentation, and no server span for
     # the API request: the call span is that request.
     assert not [s for s in otlp_http.spans if "urllib3" in s["scope"]]
@@ -235,3 +248,31 @@ def test_an_approved_call_continues_its_run_and_an_undo_links_to_what_it_undoes(
     assert reserve_span["span_id"] == ToolCall.objects.get(call_id=reserved["call_id"]).span_id
     # The worker's tasks are traced by the Celery instrumentation.
     assert [s for s in otlp_http.spans if "celery" in s["scope"]]
+
+
+SECRETS = {
+    "email": "jane.doe@example.com",
+    "card": "4111 1111 1111 1111",
+    "api_key": "sk-live-0123456789abcdef",
+}
+
+
+def test_no_exported_span_carries_args_results_or_their_secrets(
+    toolops_server: Any, agent_a: tuple[Any, str], shop: Shop, otlp_http: Receiver
+) -> None:
+    server = toolops_server(**export_env(otlp_http))
+    agent = Agent(server.url, agent_a[1])
+    args = {
+        "to": SECRETS["email"],
+        "message": f"card {SECRETS['card']} on file",
+        "api_key": SECRETS["api_key"],
+    }
+    sent = agent.call(0, "send_notification", args)
+    shop.fault("/notifications", fail_next=1, fail_status=422)
+    failed = agent.call(1, "send_notification", {**args, "message": "again"})
+
+    assert sent["status"] == "succeeded" and failed["status"] == "failed"
+    spans = toolops_spans(otlp_http, 4)
+    text = repr(spans)
+    for secret in (*SECRETS.values(), SECRETS["card"].replace(" ", "")):
+        assert secret not in text

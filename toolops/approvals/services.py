@@ -18,6 +18,7 @@ from django.utils import timezone
 from toolops import live
 from toolops.approvals.models import Approval, ApprovalVote
 from toolops.models import Run, ToolCall
+from traces import services as traces
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -133,6 +134,9 @@ def approval_decide(
     note = note.strip()
     if not approve and not note:
         raise DecisionRefused("A note is required to reject: tell the agent why.")
+    # The reviewer saw the full args; a note quoting them is kept (and told to the agent,
+    # and audited) redacted.
+    note = traces.redact_text(note, call=ToolCall.objects.filter(approval=approval).first())
     with transaction.atomic():
         # The row lock serialises racing reviewers; the conditional UPDATEs below would
         # refuse a second decision even without it.
@@ -248,10 +252,14 @@ def _end(
         text = feedback.run_ended(call.tool, note)
     else:
         text = feedback.rejected(call.tool, note)
-    ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.WAITING).update(
-        status=CS.REJECTED, error_class="fatal", error_reason=reason,
-        error_message=message[:2000], feedback=text, finished_at=now,
-    )  # fmt: skip
+    fields = {
+        "status": CS.REJECTED, "error_class": "fatal", "error_reason": reason,
+        "error_message": message[:2000], "feedback": text, "finished_at": now,
+    }  # fmt: skip
+    if ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.WAITING).update(**fields):
+        for name, value in fields.items():
+            setattr(call, name, value)
+        traces.call_export(call=call)
     if call.idempotency_key:
         claims.close(key=call.idempotency_key)
     live.changed(group=LIVE_GROUP, item=approval.pk)
