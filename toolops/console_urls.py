@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from traces.views import metrics as traces_metrics
+
 from .approvals import views as approvals
 from .views import health, runs, tools, unknown
 
@@ -20,6 +22,7 @@ urlpatterns = [
     path("health/", health.tool_health, name="health"),
     path("health/<str:name>/force-open/", health.breaker_force_open, name="breaker-force-open"),
     path("health/<str:name>/reset/", health.breaker_reset, name="breaker-reset"),
+    path("metrics/", traces_metrics.metrics_page, name="metrics"),
     path("runs/<int:pk>/abort/", runs.run_abort, name="run-abort"),
     path("search/", runs.search, name="search"),
     # The reviewer queue (toolops/approvals/): an approval's page is its API `url`.

@@ -327,6 +327,8 @@ TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
 TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", None)
 TOOLOPS_DEFAULT_MAX_SECONDS = envint("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", None)
 TOOLOPS_DEFAULT_MAX_TOKENS = envint("TOOLOPS_DEFAULT_RUN_MAX_TOKENS", None)
+# /metrics is open unless this is set; then a scraper sends `Authorization: Bearer <it>`.
+TOOLOPS_METRICS_TOKEN = os.getenv("TOOLOPS_METRICS_TOKEN", "").strip()
 # The keys that seal full args and results at rest (traces/vault.py): the first encrypts,
 # every one decrypts; rotate with `manage.py rotate_args_keys`.
 TOOLOPS_ARGS_KEYS = args_keys(DATA_DIR)

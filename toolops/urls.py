@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import include, path
 
 from toolops.api.errors import api_not_found
+from traces.views.metrics import prometheus_metrics
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -16,6 +17,8 @@ urlpatterns = [
     path("api/v1/", include("toolops.api.urls")),
     path("console/", include("toolops.console_urls")),
     path("admin/", admin.site.urls),
+    # For Prometheus: no console login (TOOLOPS_METRICS_TOKEN guards it when set).
+    path("metrics", prometheus_metrics, name="metrics"),
 ]
 
 
