@@ -19,7 +19,6 @@ from compensations import desk, live, selectors
 from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
 from compensations.models import Ticket
 from toolops.permissions import console_required, require_ticket_worker
-from toolops.redaction import redact
 from toolops.tools import registry
 from toolops.views.common import (
     HtmxHttpRequest,
@@ -29,6 +28,7 @@ from toolops.views.common import (
     page_context,
     pretty,
 )
+from traces.services import redact
 
 
 def _get_ticket(request: HtmxHttpRequest, pk: int) -> Ticket:
@@ -105,12 +105,10 @@ def _ticket_context(ticket: Ticket) -> dict[str, Any]:
         "ticket": ticket,
         "compensation": compensation,
         "undone": undone,
-        # Shown to people with sensitive fields redacted (by name or schema marking).
-        "undo_args": pretty(
-            redact(compensation.args, undo_spec.params_schema if undo_spec else None)
-        ),
-        "call_args": pretty(redact(undone.args, call_spec.params_schema if call_spec else None)),
-        "call_result": pretty(redact(undone.result)),
+        # Shown to people redacted (traces/sensitive.py): by name, pattern, catalog or schema.
+        "undo_args": pretty(redact(compensation.args, spec=undo_spec)),
+        "call_args": pretty(redact(undone.args, spec=call_spec)),
+        "call_result": pretty(redact(undone.result, spec=call_spec, result=True)),
         "rounds": selectors.ticket_rounds(ticket=ticket),
         "events": list(ticket.events.select_related("actor")),
         "now": timezone.now(),

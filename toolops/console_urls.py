@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from traces.views import full_args as traces_full_args
 from traces.views import metrics as traces_metrics
 
 from .approvals import views as approvals
@@ -25,6 +26,8 @@ urlpatterns = [
     path("metrics/", traces_metrics.metrics_page, name="metrics"),
     path("runs/<int:pk>/abort/", runs.run_abort, name="run-abort"),
     path("search/", runs.search, name="search"),
+    # A call's full, unredacted args and result: view_full_args only, every look audited.
+    path("calls/<str:call_id>/args/", traces_full_args.call_args, name="call_args"),
     # The reviewer queue (toolops/approvals/): an approval's page is its API `url`.
     path("approvals/", approvals.approval_queue, name="approvals"),
     path("approvals/<str:approval_id>/", approvals.approval_detail, name="approval"),

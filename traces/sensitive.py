@@ -226,13 +226,18 @@ def _empty(item: Any) -> bool:
     return item is None or isinstance(item, bool) or item == ""
 
 
-def redact(value: Any, *, spec: Any = None, result: bool = False) -> Any:
-    """A redacted copy of a call's args (or, `result=True`, its result) by the rules of
-    its tool `spec` (a ToolSpec, or None: key names and patterns only)."""
-    if spec is None:
-        return redact_value(value).value
-    schema = spec.result_schema if result else spec.params_schema
-    return redact_value(value, paths=spec.redact, schema=schema).value
+def redact(
+    value: Any, schema: dict[str, Any] | None = None, *, spec: Any = None, result: bool = False
+) -> Any:
+    """A redacted copy of a call's args (or, `result=True`, its result), for showing: by
+    the rules of its tool `spec` (a ToolSpec: its `redact` paths and its schema's marks),
+    or of a bare JSON `schema`; with neither, by key names and patterns alone."""
+    paths: tuple[str, ...] = ()
+    if spec is not None:
+        paths = tuple(spec.redact)
+        if schema is None:
+            schema = spec.result_schema if result else spec.params_schema
+    return redact_value(value, paths=paths, schema=schema).value
 
 
 def has_mark(value: Any) -> bool:

@@ -83,7 +83,7 @@ def rotate(token: str) -> str:
 class _Args:
     shown: Any  # the redacted object this memory belongs to
     full: Any
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] | None  # None: not looked for yet
     row: SealedArgs | None  # to be written with the call row
 
 
@@ -121,7 +121,7 @@ def args_seal(obj: Any, *, spec: Any, source: Any = None) -> None:
     memory and, when redaction changed anything, the vault row to write with `obj`.
     `source`: the call `obj` was made from, whose sensitive values are scrubbed too."""
     full = obj.args
-    inherited = args_memo(source).secrets if source is not None else ()
+    inherited = secrets_of(source) if source is not None else ()
     paths, schema = _rules(spec)
     done = sensitive.redact_value(full, paths=paths, schema=schema, secrets=inherited)
     obj.args = done.value
@@ -147,9 +147,9 @@ def args_memo(obj: Any) -> _Args:
             # Never guess: the redacted args are what is left, and the downstream will
             # refuse them rather than act on someone else's values.
             log.error("the full args of %s cannot be read: %s", _label(obj), exc)
-    paths, schema = _rules(_spec_of(obj))
-    found = sensitive.redact_value(full, paths=paths, schema=schema).secrets
-    memo = _Args(shown, full, found, None)
+    # Its sensitive values are found only when something asks (secrets_of): reading the
+    # full args needs no look at the catalog.
+    memo = _Args(shown, full, None, None)
     setattr(obj, ARGS_MEMO, memo)
     return memo
 
@@ -172,7 +172,12 @@ def sealed_save(obj: Any) -> None:
 
 
 def secrets_of(obj: Any) -> tuple[str, ...]:
-    return args_memo(obj).secrets
+    """The literal sensitive values in `obj`'s args, longest first."""
+    memo = args_memo(obj)
+    if memo.secrets is None:
+        paths, schema = _rules(_spec_of(obj))
+        memo.secrets = sensitive.redact_value(memo.full, paths=paths, schema=schema).secrets
+    return memo.secrets
 
 
 def redact_text(text: str, *, call: Any = None) -> str:

@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -23,7 +24,6 @@ from toolops.approvals.models import Approval
 from toolops.approvals.wording import describe, reason_text
 from toolops.models import Agent, ToolCall
 from toolops.permissions import console_required, require_reviewer
-from toolops.redaction import redact
 from toolops.tools.spec import ToolSpec
 from toolops.views.common import (
     HtmxHttpRequest,
@@ -33,6 +33,7 @@ from toolops.views.common import (
     page_context,
     pretty,
 )
+from traces import services as traces
 
 
 def _get_approval(request: HtmxHttpRequest, approval_id: str) -> Approval:
@@ -100,16 +101,17 @@ class Step:
     action: str
     args_json: str
     result_json: str
+    full: bool = False  # args_json holds the full, unredacted args
 
 
 def _step(call: ToolCall, specs: dict[str, ToolSpec]) -> Step:
-    schema = _schema(specs, call.tool)
-    # Shown to people with sensitive fields redacted (by name or schema marking).
+    spec = specs.get(call.tool)
+    # Shown to people redacted (traces/sensitive.py): by name, pattern, catalog or schema.
     return Step(
         call=call,
-        action=describe(call, schema),
-        args_json=pretty(redact(call.args, schema)),
-        result_json=pretty(redact(call.result)),
+        action=describe(call, spec.params_schema if spec else None),
+        args_json=pretty(traces.redact(call.args, spec=spec)),
+        result_json=pretty(traces.redact(call.result, spec=spec, result=True)),
     )
 
 
@@ -127,6 +129,7 @@ def _status_context(request: HtmxHttpRequest, approval: Approval) -> dict[str, A
 
 
 @require_GET
+@never_cache  # it may show a held call's full args
 @vary_on_headers("HX-Request")
 @console_required
 def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
@@ -137,8 +140,15 @@ def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
     specs = catalog()
     call = ctx["call"]
     duplicate = approval.duplicate_of
+    held = _step(call, specs) if call else None
+    if held is not None and approval.status == Approval.Status.PENDING:
+        # Judging what the call would send is the reviewer's job: the full args, each look
+        # audited. Decided, the call is shown redacted like any other.
+        seen = traces.full_args_read(call=call, user=request.user, purpose="approval")
+        held.args_json = pretty(seen.args)
+        held.full = True
     ctx.update(
-        held=_step(call, specs) if call else None,
+        held=held,
         earlier=[_step(c, specs) for c in selectors.earlier_calls(call=call)] if call else [],
         earlier_limit=selectors.EARLIER_LIMIT,
         duplicate=_step(duplicate, specs) if duplicate else None,

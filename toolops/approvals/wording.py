@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from toolops.redaction import redact
+from traces.services import redact
 
 # A generic description names this many args, each value cut to VALUE_MAX characters.
 GENERIC_ARGS = 3
