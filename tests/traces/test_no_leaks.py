@@ -286,3 +286,57 @@ def test_an_undo_is_mapped_from_the_full_args_and_result(api: APIClient, echo: E
 
     assert echo.bodies("/undo") == [{"contact": EMAIL, "api_key": API_KEY, "card": CARD}]
     assert not leaks(stored_text())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        f'{{"contact": "{EMAIL}", "payment": "{CARD}", "api_key": "{API_KEY}"',  # not JSON
+        f'["{EMAIL}", "{CARD}", "{API_KEY}"]',  # JSON, but not an object
+    ],
+)
+def test_args_that_cannot_be_read_leak_nothing(api: APIClient, echo: Echo, args: str) -> None:
+    create_run(api, "r-sens")
+
+    answer = call(api, 0, "save_profile", args)
+
+    assert answer["status"] == "failed" and answer["error"]["reason"] == "invalid_args"
+    assert not leaks(answer["error"]["message"] + answer["feedback"])
+    assert not leaks(stored_text())
+    assert echo.bodies("/echo") == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"step_index": 0, "tool": "save_profile", "args": [EMAIL, CARD, API_KEY]},
+        {"step_index": 0, "tool": "save_profile", "args": SENSITIVE_ARGS, "depends_on": [EMAIL]},
+        {"step_index": -1, "tool": "save_profile", "args": SENSITIVE_ARGS},
+    ],
+)
+def test_a_refused_request_quotes_no_args(
+    api: APIClient, echo: Echo, fields: dict[str, Any]
+) -> None:
+    create_run(api, "r-sens")
+
+    response = post_call(api, "r-sens", **fields)
+
+    assert response.status_code == 400
+    assert not leaks(response.content.decode())
+    assert not ToolCall.objects.exists()
+
+
+def test_a_person_settling_an_unknown_call_is_kept_redacted(api: APIClient, echo: Echo) -> None:
+    from toolops.executor.settle import call_settle
+
+    create_run(api, "r-sens")
+    echo.plan("/pay", 502)
+    echo.plan("/find", 503, 503)
+    paid = call(api, 0, "pay", SENSITIVE_ARGS)
+    row = ToolCall.objects.get(call_id=paid["call_id"])
+
+    assert call_settle(call=row, by=None, succeeded=True, note=f"asked {EMAIL}: key {API_KEY} ok",
+                       result={"card": CARD, "receipt": f"sent to {EMAIL}"})  # fmt: skip
+
+    assert not leaks(stored_text())
+    assert body(api.get(f"/api/v1/calls/{paid['call_id']}"))["result"]["card"] == CARD

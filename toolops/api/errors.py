@@ -14,6 +14,7 @@ from rest_framework.views import set_rollback
 
 from toolops.executor.pipeline import BadCallRequest, RunNotRunning, ToolCallConflict
 from toolops.services import RunEndingConflict
+from traces import services as traces
 
 
 def problem(status: int, detail: str, **extra: Any) -> dict[str, Any]:
@@ -21,7 +22,8 @@ def problem(status: int, detail: str, **extra: Any) -> dict[str, Any]:
         "type": "about:blank",
         "title": HTTPStatus(status).phrase,
         "status": status,
-        "detail": detail or HTTPStatus(status).description,
+        # No e-mail address or card number in an error, even one that quotes the request.
+        "detail": traces.redact_text(detail) or HTTPStatus(status).description,
         **extra,
     }
 

@@ -18,6 +18,7 @@ from toolops.models import ToolCall
 from toolops.permissions import can_settle_unknown, console_required, require_unknown_settler
 from toolops.tools.spec import ToolSpec
 from toolops.views.common import HtmxHttpRequest, catalog, page_context, pretty
+from traces.services import redact
 
 # Oldest first. More than this many at once is an incident, not a queue to page through.
 UNKNOWN_LIMIT = 200
@@ -107,7 +108,8 @@ def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         in_catalog=spec is not None,
         # What a person searches the downstream's logs for.
         traced=[a for a in call.attempt_rows.all() if a.downstream_request_id],
-        args_json=pretty(call.args),
+        # Stored redacted; redacted again for rows older than that.
+        args_json=pretty(redact(call.args, spec=spec)),
         max_looks=RECONCILE_MAX_ATTEMPTS,
     )
     return render(request, "console/unknown_settle.html", ctx)

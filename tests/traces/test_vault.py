@@ -1,0 +1,149 @@
+"""The vault (traces/vault.py): MultiFernet keys from TOOLOPS_ARGS_KEYS (the first
+encrypts, all decrypt), a key made once in the data directory when unset, bad keys
+refused at start-up, and `manage.py rotate_args_keys`."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
+
+from tests.conftest import ROOT
+from tests.console.conftest import make_call, make_run
+from toolops.models import ToolCall
+from toolops.settings import args_keys, fernet_keys
+from traces import services as traces
+from traces.models import SealedArgs
+from traces.vault import VaultError, seal, unseal
+
+OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+FULL_ARGS = {"contact": "ann@example.com", "sku": "A12"}
+FULL_RESULT = {"ok": True, "echo": "ann@example.com"}
+
+
+def sealed_call(agent: Any) -> ToolCall:
+    """A call as the executor leaves it: args and result redacted, both sealed."""
+    run = make_run(agent, "r-v")
+    call = make_call(run, "tc-1", 0, "save", "succeeded", args=dict(FULL_ARGS),
+                     args_digest="d" * 64)  # fmt: skip
+    traces.args_seal(call, spec=None)
+    traces.sealed_save(call)
+    traces.result_seal(call, FULL_RESULT, spec=None)
+    call.save()
+    return ToolCall.objects.get(pk=call.pk)
+
+
+@pytest.mark.django_db
+def test_a_rotated_key_still_opens_old_rows_and_the_command_re_encrypts(
+    settings: Any, agent_a: Any
+) -> None:
+    settings.TOOLOPS_ARGS_KEYS = [OLD]
+    call = sealed_call(agent_a[0])
+    assert call.args == {"contact": "[redacted email]", "sku": "A12"}
+    old_token = SealedArgs.objects.get(pk="d" * 64).token
+    old_result = call.result_sealed
+
+    # A new key first, the old one after it: old rows still open.
+    settings.TOOLOPS_ARGS_KEYS = [NEW, OLD]
+    fresh = ToolCall.objects.get(pk=call.pk)
+    assert traces.args_open(fresh) == FULL_ARGS
+    assert traces.result_open(fresh) == FULL_RESULT
+
+    out = io.StringIO()
+    call_command("rotate_args_keys", batch_size=1, stdout=out)
+
+    assert "Re-encrypted 1 sealed args and 1 sealed results" in out.getvalue()
+
+    row = SealedArgs.objects.get(pk="d" * 64)
+    fresh = ToolCall.objects.get(pk=call.pk)
+    assert row.token != old_token and fresh.result_sealed != old_result
+    # The old key can go now.
+    settings.TOOLOPS_ARGS_KEYS = [NEW]
+    assert unseal(row.token) == FULL_ARGS
+    assert traces.args_open(fresh) == FULL_ARGS and traces.result_open(fresh) == FULL_RESULT
+    # ...and without the new one nothing opens.
+    settings.TOOLOPS_ARGS_KEYS = [OLD]
+    with pytest.raises(VaultError):
+        unseal(row.token)
+
+
+@pytest.mark.django_db
+def test_rotate_reports_rows_no_key_opens_and_refuses_a_bad_batch_size(
+    settings: Any, agent_a: Any
+) -> None:
+    settings.TOOLOPS_ARGS_KEYS = [OLD]
+    SealedArgs.objects.create(digest="a" * 64, token=seal({"x": 1}))
+    settings.TOOLOPS_ARGS_KEYS = [NEW]  # the old key dropped too early
+    SealedArgs.objects.create(digest="b" * 64, token=seal({"y": 2}))
+
+    with pytest.raises(CommandError, match="1 sealed args and 0 sealed results could not"):
+        call_command("rotate_args_keys", stdout=io.StringIO())
+    # The unreadable row is left as it was, for the key that sealed it.
+    settings.TOOLOPS_ARGS_KEYS = [OLD]
+    assert unseal(SealedArgs.objects.get(pk="a" * 64).token) == {"x": 1}
+    with pytest.raises(CommandError, match="--batch-size must be at least 1"):
+        call_command("rotate_args_keys", batch_size=0)
+
+
+@pytest.mark.django_db
+def test_a_missing_vault_row_leaves_the_redacted_args(agent_a: Any, caplog: Any) -> None:
+    call = sealed_call(agent_a[0])
+    SealedArgs.objects.all().delete()
+
+    fresh = ToolCall.objects.get(pk=call.pk)
+
+    assert traces.args_open(fresh) == {"contact": "[redacted email]", "sku": "A12"}
+    assert "cannot be read" in caplog.text and "ann@" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("not-a-key", "key 1 of 1 is not a Fernet key"),
+        (f"{NEW},{NEW[:-4]}", "key 2 of 2 is not a Fernet key"),
+        (" , ", "holds no key"),
+    ],
+)
+def test_bad_keys_are_refused_by_position_never_echoed(raw: str, problem: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=problem) as refused:
+        fernet_keys(raw, "TOOLOPS_ARGS_KEYS")
+    assert "not-a-key" not in str(refused.value) and NEW[:-4] not in str(refused.value)
+
+
+def test_keys_are_read_in_order_from_commas_or_lines() -> None:
+    assert fernet_keys(f"{NEW}, {OLD}\n", "X") == [NEW, OLD]
+    assert fernet_keys(f"{NEW}\n{OLD}\n", "X") == [NEW, OLD]
+
+
+def test_without_the_variable_one_key_is_made_and_kept(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("TOOLOPS_ARGS_KEYS", raising=False)
+
+    first = args_keys(tmp_path)
+    again = args_keys(tmp_path)
+
+    assert first == again and len(first) == 1
+    path = tmp_path / "args_keys"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["args_keys"]
+
+
+def test_a_process_with_a_bad_key_does_not_start(tmp_path: Path) -> None:
+    env = {**os.environ, "TOOLOPS_ARGS_KEYS": "sk-not-a-fernet-key"}
+    env.update(TOOLOPS_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="toolops.settings")
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert done.returncode != 0
+    assert "TOOLOPS_ARGS_KEYS: key 1 of 1 is not a Fernet key" in done.stderr
+    assert "sk-not-a-fernet-key" not in done.stderr
