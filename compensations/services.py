@@ -196,6 +196,7 @@ def compensation_finish(*, compensation: Compensation, undo: ToolCall) -> None:
         )
         if not changed:
             return
+        traces.run_changed(run_pk=compensation.run_id)
         compensation.status, compensation.last_error = status, error
         ticket = Ticket.objects.filter(compensation=compensation).first()
         attempts = f"{undo.attempts} attempt{'s' if undo.attempts != 1 else ''}"
@@ -228,6 +229,7 @@ def run_conclude(*, run_pk: int) -> str | None:
         failed = Compensation.objects.filter(run_id=run_pk, status=CS.DEAD_LETTERED).exists()
         final = Run.Status.COMPENSATION_FAILED if failed else Run.Status.ABORTED
         run.update(status=final, ended_at=timezone.now())
+        traces.run_changed(run_pk=run_pk)
     return final
 
 

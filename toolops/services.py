@@ -137,6 +137,7 @@ def run_complete(*, run: Run) -> Run:
             pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
         ).update(status=Run.Status.COMPLETED, ended_at=timezone.now())
         if changed:
+            traces.run_changed(run_pk=run.pk)
             compensation_services.runs_discard(run_pks=[run.pk])
             # A completed run takes no more calls: what waits for a person ends too.
             approval_services.approvals_end_for_run(run=run, note="run completed")
@@ -161,6 +162,7 @@ def run_abort(*, run: Run, reason: str) -> Run:
             pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
         ).update(status=Run.Status.ABORTING, end_reason=reason[:2000])
         if changed:
+            traces.run_changed(run_pk=run.pk)
             # Calls still waiting for a person become `rejected` (API.md).
             approval_services.approvals_end_for_run(run=run, note="run aborted")
         if changed and not compensation_services.compensations_start(run=run):

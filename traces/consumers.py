@@ -1,38 +1,20 @@
-"""Live run updates for the console."""
+"""The WebSocket behind a run's live page (traces/live.py): one group per run, told of
+changes only; the page fetches its live region again, with its own access checks. Access
+is checked at connect and again on every message (toolops/consumers.py)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from toolops.consumers import LiveConsumer
+from toolops.permissions import can_view_console
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
-GROUP = "runs"
-
-
-class RunUpdated(TypedDict):
-    type: Literal["run.updated"]
-    run_id: str
-    status: str
+from .live import run_group
 
 
-class RunsConsumer(AsyncJsonWebsocketConsumer):
+class RunConsumer(LiveConsumer):
+    """`/ws/runs/<pk>/`: every console user may read every run."""
+
+    allowed = staticmethod(can_view_console)
+
     async def connect(self) -> None:
-        if not self._allowed():
-            await self.close(code=4401)
-            return
-        await self.channel_layer.group_add(GROUP, self.channel_name)
-        await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(GROUP, self.channel_name)
-
-    async def run_updated(self, event: RunUpdated) -> None:
-        # Checked again per message: a session may have ended since connect.
-        if not self._allowed():
-            await self.close(code=4401)
-            return
-        await self.send_json({"run_id": event["run_id"], "status": event["status"]})
-
-    def _allowed(self) -> bool:
-        user: Any = self.scope.get("user")
-        return bool(user is not None and user.is_authenticated and user.is_active)
+        self.group = run_group(int(self.scope["url_route"]["kwargs"]["pk"]))
+        await super().connect()

@@ -5,5 +5,5 @@ from django.urls import path
 from . import consumers
 
 websocket_urlpatterns = [
-    path("ws/runs/", consumers.RunsConsumer.as_asgi()),
+    path("ws/runs/<int:pk>/", consumers.RunConsumer.as_asgi()),
 ]

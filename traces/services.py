@@ -12,6 +12,10 @@ from __future__ import annotations
 # the executor (args_open, result_open) and by people only through full_args_read, audited.
 from .audit import FullArgs, full_args_read  # noqa: F401
 
+# The run page (live.py, timeline.py): the executor tells a run's open pages of each change
+# (pushed with REDIS_URL, else they poll); a search lands on a call's place in its run.
+from .live import run_changed  # noqa: F401
+
 # Metrics (metrics.py): a replay writes no call row, so the executor counts each one here.
 from .metrics import replay_noted  # noqa: F401
 

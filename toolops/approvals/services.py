@@ -208,6 +208,7 @@ def _approve(approval: Approval, *, by: AbstractBaseUser, note: str) -> None:
     ToolCall.objects.filter(approval=approval, status=CS.PENDING_APPROVAL).update(
         status=CS.IN_PROGRESS, feedback=""
     )
+    traces.run_changed(run_pk=approval.run_id)
     _execute_later(approval.pk)
 
 
@@ -263,6 +264,7 @@ def _end(
     if call.idempotency_key:
         claims.close(key=call.idempotency_key)
     live.changed(group=LIVE_GROUP, item=approval.pk)
+    traces.run_changed(run_pk=call.run_id)
     return True
 
 

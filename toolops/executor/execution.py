@@ -359,6 +359,7 @@ class Execution:
                 compensation_services.compensation_save_unmappable(compensation=undo)
         if not recorded:
             call.refresh_from_db()
+        traces.run_changed(run_pk=self.run.pk)
         return recorded
 
     def _compensation(self) -> Any:

@@ -146,6 +146,7 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
     if not won:
         # A replay: it counts no tokens.
         return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
+    traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
     execution = Execution(run=run, call=call, spec=spec, tokens=tokens, fence=1)
     if tokens.charge_now():
         _end_over_tokens(call)
@@ -206,6 +207,7 @@ def _hold(
             raise
         existing = _by_tool_call_id(run, request)
         return _answer_existing(existing, request, call.args_digest, spec)
+    traces.run_changed(run_pk=run.pk)
     return CallAnswer(call, replayed=False)
 
 
@@ -360,4 +362,5 @@ def _record_unexecuted(call: ToolCall, tokens: Tokens) -> CallAnswer:
         if existing.args_digest != call.args_digest or existing.tool != call.tool:
             raise ToolCallConflict(f"tool_call_id {call.tool_call_id!r} is already used") from None
         return CallAnswer(existing, replayed=True)
+    traces.run_changed(run_pk=call.run_id)
     return CallAnswer(call, replayed=False)

@@ -60,6 +60,7 @@ def call_reconcile(*, call_pk: int) -> str:
     traces.attempts_export(call=call, attempts=rows)
     with transaction.atomic():
         Attempt.objects.bulk_create(rows)
+        traces.run_changed(run_pk=call.run_id)  # sent when this commits, whatever it settles
         pending = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN)
         if outcome is QueryResult.FOUND:
             traces.result_seal(call, found, spec=spec)  # stored redacted, sealed whole
@@ -125,6 +126,7 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
         )  # fmt: skip
     with transaction.atomic():
         settled = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(**fields) == 1
+        traces.run_changed(run_pk=call.run_id)
         if settled and succeeded:
             call.status = Status.SUCCEEDED
             compensation_services.compensation_register(call=call, spec=spec)
