@@ -5,6 +5,7 @@ from django.urls import include, path
 
 from traces.views import full_args as traces_full_args
 from traces.views import metrics as traces_metrics
+from traces.views import timeline as traces_timeline
 
 from .approvals import views as approvals
 from .views import health, runs, tools, unknown
@@ -15,7 +16,9 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", runs.run_list, name="runs"),
-    path("runs/<int:pk>/", runs.run_detail, name="run-detail"),
+    # The run page is the run's timeline (traces/); a call's deep link lands on it.
+    path("runs/<int:pk>/", traces_timeline.run_timeline, name="run-detail"),
+    path("calls/<str:call_id>/", traces_timeline.call_detail, name="call"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/<str:name>/policy/", tools.tool_policy_edit, name="tool-policy"),
     path("unknown/", unknown.unknown_list, name="unknown"),

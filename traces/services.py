@@ -23,6 +23,7 @@ from .metrics import replay_noted  # noqa: F401
 from .otel import exporting as spans_exporting  # noqa: F401
 from .sensitive import redact  # noqa: F401
 from .spans import attempts_export, call_export, parent_span_of, replay_export  # noqa: F401
+from .timeline import call_page_url  # noqa: F401
 from .vault import (  # noqa: F401
     args_open,
     args_seal,

@@ -79,14 +79,14 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
     # The run: its calls, the stop point, the attempts and the idempotency record.
     expect(page.get_by_role("heading", name=re.compile("Run r-browser"))).to_be_visible()
     expect(page.locator(".last-succeeded-id")).to_have_text("tc-stock")
-    call = page.locator("#call-tc-order-77")
+    call = page.locator(f"#call-{order.call_id}")
     expect(call).to_contain_text("create_order")
     expect(call).to_contain_text("orders service timed out after 2 attempts")
-    expect(call.locator("table.attempts tbody tr")).to_have_count(2)
-    expect(call.locator("table.attempts")).to_contain_text("req-lookup-1")
-    expect(call.locator("dl.record")).to_contain_text("claimed")
+    expect(call.locator("tr.attempt-row")).to_have_count(2)
+    expect(call.locator("tr.attempt-row").last).to_contain_text("req-lookup-1")
+    expect(call.locator("tr.attempt-row").last.locator("dl.record")).to_contain_text("claimed")
     # Args stay collapsed until asked for.
-    args = call.locator("details").first
+    args = call.locator(f"#args-{order.call_id}")
     expect(args.locator("pre")).to_be_hidden()
     args.locator("summary").click()
     expect(args.locator("pre")).to_contain_text('"amount": "199.00"')
@@ -98,11 +98,11 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
     page.screenshot(path=SCREENSHOT, full_page=True)
 
     # While the run is running, htmx (served locally) refreshes the page body.
-    make_call(run, "tc-late", 2, "send_notification", "pending_approval")
-    expect(page.locator("#call-tc-late")).to_contain_text("pending_approval", timeout=8_000)
+    late = make_call(run, "tc-late", 2, "send_notification", "pending_approval")
+    expect(page.locator(f"#call-{late.call_id}")).to_contain_text("pending_approval", timeout=8_000)
     # ...and what the operator had opened stays open.
     expect(args.locator("pre")).to_be_visible()
-    expect(call.locator("table.attempts")).to_contain_text("req-order-1")
+    expect(call.locator("tr.attempt-row").first).to_contain_text("req-order-1")
 
     # Nothing was fetched from anywhere but the console itself: it works offline.
     assert sent and all(url.startswith(live_server.url) for url in sent), sent
@@ -188,7 +188,7 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     assert LogEntry.objects.filter(object_id=str(lost.pk), user=operator).count() == 1
     # The run page says who settled it and why.
     rows.first.get_by_role("link", name="r-unknown").click()
-    settled = page.locator("#call-tc-lost-order")
+    settled = page.locator(f"#call-{lost.call_id}")
     expect(settled).to_contain_text("Settled by hand by olga")
     expect(settled).to_contain_text("Order o-77 is in the shop admin under ref-77.")
     expect(settled.locator(".badge.s-succeeded")).to_be_visible()

@@ -66,9 +66,11 @@ def test_it_shows_the_summary_and_where_the_run_stopped(reviewer_client: Client,
 
     assert "Based on partial data: 2 of 3 tool calls succeeded" in page
     assert response.context["last_succeeded"] == "tc-2"
-    assert '<a class="last-succeeded-id" href="#call-tc-2"><code>tc-2</code></a>' in page
-    assert '<tbody id="call-tc-2" class="call last-succeeded">' in page
-    assert '<tbody id="call-tc-1" class="call">' in page
+    ids = dict(ToolCall.objects.values_list("tool_call_id", "call_id"))
+    link = f'<a class="last-succeeded-id" href="#call-{ids["tc-2"]}"><code>tc-2</code></a>'
+    assert link in page
+    assert f'<tbody id="call-{ids["tc-2"]}" class="call st-done last-succeeded"' in page
+    assert f'<tbody id="call-{ids["tc-1"]}" class="call st-done"' in page
     # The next step, its last attempt and downstream request id.
     assert response.context["stop"].call.tool_call_id == "tc-3"
     assert "<code>req-lookup-1</code>" in page
@@ -80,7 +82,8 @@ def test_it_shows_each_calls_attempts_error_feedback_and_key(
     page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
 
     # Calls in order.
-    positions = [page.index(f'id="call-tc-{n}"') for n in (1, 2, 3)]
+    ids = dict(ToolCall.objects.values_list("tool_call_id", "call_id"))
+    positions = [page.index(f'id="call-{ids[f"tc-{n}"]}"') for n in (1, 2, 3)]
     assert positions == sorted(positions)
     # Attempts, with the retry's backoff and both downstream request ids.
     for text in ("req-first", "req-second", "503 Service Unavailable", "180.0", "reconcile",
@@ -160,10 +163,12 @@ def add_calls(run: Run, count: int) -> None:
         make_record(call)
 
 
-# session, user, the user's groups, the run with its agent, its calls (with who settled
-# them), their attempts, their idempotency records, its compensations (with their calls
-# and tickets), the nav's three counts (unknown outcomes, open tickets, pending approvals).
-RUN_DETAIL_QUERIES = 11
+# session, user, the user's groups, the run with its agent, all its calls (a few columns),
+# the shown calls whole (with who settled them and their approvals), their attempts, their
+# idempotency records, its compensations (with their calls and tickets), the user's two
+# permission lookups (may they read full args?), the nav's three counts (unknown
+# outcomes, open tickets, pending approvals).
+RUN_DETAIL_QUERIES = 14
 
 
 @pytest.mark.parametrize("extra_calls", [0, 25])
@@ -196,10 +201,10 @@ def test_it_shows_a_run_made_through_the_api(
     response = reviewer_client.get(f"/console/runs/{call.run_id}/")
 
     (row,) = response.context["rows"]
-    assert [a.http_status for a in row.attempts] == [503, 200]
-    assert all(a.downstream_request_id for a in row.attempts)
+    assert [a.attempt.http_status for a in row.attempts] == [503, 200]
+    assert all(a.attempt.downstream_request_id for a in row.attempts)
     assert row.record is not None and row.record.state == "recorded"
     page = response.content.decode()
-    assert row.attempts[1].downstream_request_id in page
+    assert row.attempts[1].attempt.downstream_request_id in page
     assert f'title="{call.idempotency_key}"' in page
     assert response.context["last_succeeded"] == "tc-reserve"

@@ -1,4 +1,5 @@
-"""`/console/search/?q=ID` (API.md): one run found by any of its ids → its page."""
+"""`/console/search/?q=ID` (API.md): one run found by any of its ids → its page, at the
+call when the id names one of its calls."""
 
 from __future__ import annotations
 
@@ -24,12 +25,22 @@ def run(agent_a: tuple[Agent, str]) -> Run:
     return run
 
 
-@pytest.mark.parametrize("q", ["r-7", "4bf92f3577b34da6a3ce929d0e0e4736", "tc-77", "c-abc", KEY])
+@pytest.mark.parametrize("q", ["r-7", "4bf92f3577b34da6a3ce929d0e0e4736"])
 def test_it_redirects_to_the_one_run_an_id_names(reviewer_client: Client, run: Run, q: str) -> None:
     response = reviewer_client.get("/console/search/", {"q": f"  {q} "})
 
     assert response.status_code == 302
     assert response["Location"] == f"/console/runs/{run.pk}/"
+
+
+@pytest.mark.parametrize("q", ["tc-77", "c-abc", KEY])
+def test_a_calls_id_lands_at_the_call_on_its_runs_page(
+    reviewer_client: Client, run: Run, q: str
+) -> None:
+    response = reviewer_client.get("/console/search/", {"q": q})
+
+    assert response.status_code == 302
+    assert response["Location"] == f"/console/runs/{run.pk}/#call-c-abc"
 
 
 def test_it_lists_the_runs_when_several_match(

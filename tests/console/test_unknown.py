@@ -81,7 +81,7 @@ def test_it_lists_unknown_calls_oldest_first_with_what_a_person_needs(
     assert [r.query_tool for r in rows] == [None, "query_order", "query_order"]
     page = response.content.decode()
     row = page.split(f'id="unknown-{needs_person.pk}"')[1].split("</tr>")[0]
-    link = f'href="/console/runs/{other.pk}/#call-tc-notify"'
+    link = f'href="/console/calls/{needs_person.call_id}/"'
     for text in ("send_notification", "tc-notify", link, "r-other", "agent-b", "2\xa0hours",
                  "downstream_error", "502 Bad Gateway", "needs a person",
                  "no query tool"):  # fmt: skip

@@ -1,0 +1,155 @@
+"""The run timeline in a real browser (Chromium through Playwright), against a real ToolOps
+server and the shop over HTTP: a running run's page shows a call the agent makes without a
+reload — told over Channels with REDIS_URL set, by polling without — and a tool_call_id
+typed into the navigation's search box lands on the call, on its run's page."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser import SHOTS, needs_chromium, open_page
+from tests.conftest import Shop
+from tests.console.conftest import PASSWORD, make_user
+from toolops.models import Agent, Run, ToolCall
+
+pytestmark = needs_chromium
+REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
+
+
+@pytest.fixture
+def rita(django_user_model: Any, settings: Any) -> Any:
+    from django.conf import global_settings
+
+    # The server process checks the password with the default hashers.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    return make_user(django_user_model, "rita", "reviewers")
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    with open_page() as tab:
+        yield tab
+
+
+def log_in(page: Any, base: str, next_path: str) -> None:
+    page.goto(f"{base}/console/login/?next={next_path}")
+    page.get_by_label("User name").fill("rita")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+
+
+def agent_http(server: Any, agent: tuple[Agent, str]) -> httpx.Client:
+    auth = {"Authorization": f"Bearer {agent[1]}"}
+    return httpx.Client(base_url=server.url, headers=auth, timeout=30)
+
+
+def call(http: httpx.Client, run_id: str, **body: Any) -> dict[str, Any]:
+    response = http.post(f"/api/v1/runs/{run_id}/calls", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize(
+    "live",
+    [
+        "poll",
+        pytest.param(
+            "push",
+            marks=pytest.mark.skipif(
+                not REDIS_URL, reason="TOOLOPS_TEST_REDIS_URL is not set (.ci/run sets it)"
+            ),
+        ),
+    ],
+)
+def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
+    live: str, toolops_server: Callable[..., Any], shop: Shop, rita: Any,
+    agent_a: tuple[Agent, str], page: Any,
+) -> None:  # fmt: skip
+    from playwright.sync_api import expect
+
+    # Without REDIS_URL there is no layer shared between processes: the page polls.
+    server = toolops_server(REDIS_URL=REDIS_URL if live == "push" else "")
+    with agent_http(server, agent_a) as http:
+        assert http.post("/api/v1/runs", json={"run_id": "r-live"}).status_code == 201
+        first = call(http, "r-live", step_index=0, tool="query_stock", args={"sku": "A12"},
+                     tool_call_id="tc-stock")  # fmt: skip
+        assert first["status"] == "succeeded"
+        run = Run.objects.get(run_id="r-live")
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+
+        log_in(page, server.url, f"/console/runs/{run.pk}/")
+        expect(page.get_by_role("heading", name=re.compile("Run r-live"))).to_be_visible()
+        expect(page.locator(f"#call-{first['call_id']}")).to_contain_text("query_stock")
+        assert page.locator("#run-body").get_attribute("data-live") == live
+        if live == "push":
+            page.wait_for_function("document.body.dataset.pushConnected === '1'")
+        page.evaluate("window.__notReloaded = true")
+        before = len([u for u in requests if f"/console/runs/{run.pk}/" in u])
+
+        # The agent reserves stock; the shop refuses the first attempt, so it is retried.
+        shop.fault("/inventory/reservations", fail_next=1, fail_status=503)
+        second = call(http, "r-live", step_index=1, tool="reserve_stock",
+                      args={"sku": "A12", "qty": 1}, tool_call_id="tc-reserve")  # fmt: skip
+        assert second["status"] == "succeeded"
+
+        lane = page.locator(f"#call-{second['call_id']}")
+        expect(lane).to_contain_text("reserve_stock", timeout=8_000)
+        # Its two attempts, the retried one first, each a bar under the call's bar.
+        attempts = lane.locator("tr.attempt-row")
+        expect(attempts).to_have_count(2)
+        expect(attempts.first.locator(".badge")).to_have_text("retry")
+        expect(attempts.last.locator(".attempt-bar.o-ok")).to_be_visible()
+        expect(page.locator(".last-succeeded-id")).to_have_text("tc-reserve")
+        assert page.evaluate("window.__notReloaded") is True
+        # An attempt opens on its idempotency record and downstream request id.
+        attempts.last.locator("summary").click()
+        record = attempts.last.locator("dl.record")
+        expect(record).to_contain_text("recorded")
+        stored = ToolCall.objects.get(call_id=second["call_id"]).attempt_rows.order_by("number")
+        expect(attempts.last).to_contain_text(stored.last().downstream_request_id)
+        page.screenshot(path=SHOTS / f"timeline_{live}.png", full_page=True)
+
+        if live == "push":
+            fetched = [u for u in requests if f"/console/runs/{run.pk}/" in u][before:]
+            # Fetched when told (claimed, then recorded), not every few seconds.
+            assert 1 <= len(fetched) <= 4, fetched
+            # The run completes: the page hears of it and stops listening for more.
+            assert http.post("/api/v1/runs/r-live/complete").status_code == 200
+            expect(page.locator("#run-body")).to_have_attribute("data-live", "ended")
+
+
+def test_a_tool_call_id_in_the_navigations_search_box_lands_on_the_call(
+    toolops_server: Callable[..., Any], shop: Shop, rita: Any, agent_a: tuple[Agent, str],
+    page: Any,
+) -> None:  # fmt: skip
+    from playwright.sync_api import expect
+
+    server = toolops_server(REDIS_URL="")
+    with agent_http(server, agent_a) as http:
+        for run_id in ("r-other", "r-found"):
+            assert http.post("/api/v1/runs", json={"run_id": run_id}).status_code == 201
+        call(http, "r-other", step_index=0, tool="query_stock", args={"sku": "B7"},
+             tool_call_id="tc-elsewhere")  # fmt: skip
+        found = call(http, "r-found", step_index=0, tool="query_stock", args={"sku": "A12"},
+                     tool_call_id="tc-needle-42")  # fmt: skip
+    run = Run.objects.get(run_id="r-found")
+
+    log_in(page, server.url, "/console/")
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    box = page.get_by_role("searchbox", name="Find by id")
+    box.fill("tc-needle-42")
+    box.press("Enter")
+
+    expect(page).to_have_url(re.compile(rf"/console/runs/{run.pk}/#call-{found['call_id']}$"))
+    expect(page.get_by_role("heading", name=re.compile("Run r-found"))).to_be_visible()
+    lane = page.locator(f"#call-{found['call_id']}")
+    expect(lane).to_contain_text("tc-needle-42")
+    # The call is the page's target, marked as such.
+    assert page.evaluate("document.querySelector(':target').id") == f"call-{found['call_id']}"

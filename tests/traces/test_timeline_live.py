@@ -1,0 +1,108 @@
+"""A run's page stays live while the run can change: told of changes over Channels with
+REDIS_URL set, polling without; the executor tells a run of each call it claims and
+records, after commit."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import call as called
+from unittest.mock import patch
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from tests.conftest import Shop
+from tests.console.conftest import logged_in, make_call, make_run, make_user
+from toolops.models import Agent, Run
+from traces import live
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def reviewer_client(django_user_model: Any, settings: Any) -> Client:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return logged_in(make_user(django_user_model, "rita", "reviewers"))
+
+
+@pytest.fixture
+def run(agent_a: tuple[Agent, str]) -> Run:
+    run = make_run(agent_a[0], "r-live")
+    make_call(run, "tc-1", 0, "query_stock", "succeeded")
+    return run
+
+
+def test_without_redis_a_running_runs_page_polls(
+    reviewer_client: Client, run: Run, settings: Any
+) -> None:
+    settings.REDIS_URL = ""
+
+    page = reviewer_client.get(f"/console/runs/{run.pk}/?page=1").content.decode()
+
+    assert f'hx-get="/console/runs/{run.pk}/?page=1" hx-trigger="every 3s"' in page
+    assert 'data-live="poll"' in page
+    assert "data-push" not in page
+
+
+def test_with_redis_a_running_runs_page_is_told_of_changes(
+    reviewer_client: Client, run: Run, settings: Any
+) -> None:
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # only read as "set"; nothing connects
+
+    page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
+
+    assert f'data-push="/ws/runs/{run.pk}/"' in page
+    assert 'hx-trigger="live-changed from:body"' in page
+    assert 'data-live="push"' in page
+
+
+def test_an_ended_runs_page_neither_polls_nor_listens(
+    reviewer_client: Client, run: Run, settings: Any
+) -> None:
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    Run.objects.filter(pk=run.pk).update(status="completed")
+
+    page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
+
+    assert "hx-trigger" not in page
+    assert "data-push" not in page
+    assert 'data-live="ended"' in page
+
+
+def test_run_changed_pushes_after_commit_and_only_with_redis(
+    settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with patch("toolops.live._send", autospec=True) as send:
+        settings.REDIS_URL = ""
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            live.run_changed(run_pk=7)
+        assert callbacks == []
+
+        settings.REDIS_URL = "redis://127.0.0.1:1/0"
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            live.run_changed(run_pk=7)
+            send.assert_not_called()  # not before the change commits
+        callbacks[0]()
+
+    send.assert_called_once_with("run-7", 7)
+
+
+def test_the_executor_tells_the_run_of_each_call_it_claims_and_records(
+    api: APIClient, shop: Shop
+) -> None:
+    assert api.post("/api/v1/runs", {"run_id": "r-hooks"}, format="json").status_code == 201
+    run = Run.objects.get(run_id="r-hooks")
+
+    with patch("traces.services.run_changed", autospec=True) as run_changed:
+        api.post("/api/v1/runs/r-hooks/calls", {"step_index": 0, "tool": "query_stock",
+                 "args": {"sku": "A12"}}, format="json")  # fmt: skip
+        assert run_changed.call_args_list == [called(run_pk=run.pk)]  # a read: recorded
+        run_changed.reset_mock()
+        api.post("/api/v1/runs/r-hooks/calls", {"step_index": 1, "tool": "reserve_stock",
+                 "args": {"sku": "A12", "qty": 1}}, format="json")  # fmt: skip
+        # A write: in flight once claimed, then recorded.
+        assert run_changed.call_args_list == [called(run_pk=run.pk)] * 2
+        run_changed.reset_mock()
+        assert api.post("/api/v1/runs/r-hooks/complete").status_code == 200
+        assert run_changed.call_args_list == [called(run_pk=run.pk)]

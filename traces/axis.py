@@ -1,0 +1,61 @@
+"""The run's time axis: where a moment falls on it, in percent (the page's bars are
+positioned divs, no chart library), and how times and durations read on the page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+# A bar narrower than this would vanish; it is drawn this wide, its real length in words.
+MIN_WIDTH = 0.4
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of the run's time axis, in percent of it."""
+
+    left: float
+    width: float
+
+    @property
+    def style(self) -> str:
+        return f"left:{self.left:.2f}%;width:{self.width:.2f}%"
+
+
+@dataclass(frozen=True)
+class Axis:
+    start: datetime
+    end: datetime
+
+    @property
+    def ms(self) -> float:
+        return max((self.end - self.start).total_seconds() * 1000, 1.0)
+
+    def span(self, begin: datetime, end: datetime) -> Span:
+        left = (begin - self.start).total_seconds() * 1000 / self.ms * 100
+        left = min(max(left, 0.0), 100.0 - MIN_WIDTH)
+        width = (end - begin).total_seconds() * 1000 / self.ms * 100
+        return Span(left, min(max(width, MIN_WIDTH), 100.0 - left))
+
+    def ticks(self, count: int = 4) -> list[tuple[float, str]]:
+        """(percent, "+1.2 s") at even steps, for the axis' heading."""
+        return [(100 * i / count, "+" + duration(self.ms * i / count)) for i in range(count + 1)]
+
+
+def duration(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(int(ms / 1000), 60)
+    return f"{minutes} min {seconds} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def stamp(moment: datetime) -> str:
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
+
+
+def clock(moment: datetime) -> str:
+    """To the millisecond: attempts a few ms apart must read apart."""
+    moment = moment.astimezone(UTC)
+    return f"{moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"

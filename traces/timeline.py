@@ -1,0 +1,360 @@
+"""A run's page as a waterfall (DESIGN.md "Tracing"): its calls — the agent's, and the
+worker's undo calls — as bars on the run's time axis, each call's attempts as child bars
+with the backoff waited before each, its idempotency record, and where the run stopped.
+
+A run may have thousands of calls, so the page shows a window of PAGE_SIZE of them. Every
+call of the run is read once with a few small columns (what the summary, the stop point,
+the paging and the undo links need); only the window's calls are read whole, with their
+attempts and records. The number of queries does not grow with the run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Prefetch, Q
+from django.urls import reverse
+from django.utils import timezone
+
+from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
+from toolops.summary import last_succeeded, run_summary
+from toolops.tools.spec import ToolSpec
+
+from .axis import Axis, Span, clock, stamp
+from .sensitive import redact
+from .stopped import OPEN, BudgetLine, budget_lines, stopping_call, why_stopped
+
+PAGE_SIZE = 200
+# The whole run is read with these columns only: args and results can be large.
+LIGHT_FIELDS = (
+    "run", "call_id", "tool_call_id", "step_index", "tool", "status", "error_reason", "role",
+    "attempts", "tokens", "created_at", "finished_at",
+)  # fmt: skip
+UNDO_PREFIX = "~undo:"  # an undo call's tool_call_id: "~undo:<undone call_id>:<round>"
+S = ToolCall.Status
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which calls of the run the page shows: page `number` of `pages`."""
+
+    number: int
+    pages: int
+    total: int
+
+    @classmethod
+    def of(cls, *, total: int, page: int | None, anchor: int | None) -> Window:
+        pages = max(1, -(-total // PAGE_SIZE))
+        if page is None:
+            # By default, the page of the call the run stopped at (else the newest calls).
+            page = (anchor // PAGE_SIZE + 1) if anchor is not None else pages
+        return cls(number=min(max(page, 1), pages), pages=pages, total=total)
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * PAGE_SIZE
+
+    @property
+    def last(self) -> int:
+        return min(self.first + PAGE_SIZE, self.total)
+
+    @property
+    def previous(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.number + 1 if self.number < self.pages else None
+
+
+@dataclass(frozen=True)
+class CallRef:
+    """A link to another call of the run, on whichever page shows it."""
+
+    call_id: str
+    tool_call_id: str
+    tool: str
+    status: str
+    href: str
+
+
+@dataclass
+class AttemptLane:
+    attempt: Attempt
+    anchor: str
+    label: str  # "attempt 2", or "reconcile look 1"
+    bar: Span
+    wait: Span | None  # the backoff slept before it
+    # Formatted here, once: a long run's page shows hundreds of them.
+    started: str
+    took_ms: str
+    waited_ms: str
+
+    @property
+    def is_reconcile(self) -> bool:
+        return self.attempt.purpose == "reconcile"
+
+
+@dataclass(frozen=True)
+class RecordFacts:
+    """A call's idempotency record, as the page shows it (once per attempt)."""
+
+    key: str
+    state: str
+    fence: int
+    recorded: str
+    lease_until: str
+    expires: str
+
+    @classmethod
+    def of(cls, record: IdempotencyRecord) -> RecordFacts:
+        recorded = stamp(record.recorded_at) if record.recorded_at else ""
+        return cls(record.key, record.state, record.fence, recorded,
+                   stamp(record.lease_until), stamp(record.expires_at))  # fmt: skip
+
+
+@dataclass
+class CallLane:
+    call: ToolCall
+    attempts: list[AttemptLane]
+    record: RecordFacts | None
+    link: str  # the call's deep link, /console/calls/<call_id>/
+    created: str
+    finished: str
+    bar: Span
+    state: str  # done · in_flight · pending_approval · waiting_retry · needs_person
+    state_text: str
+    waiting: Span | None  # waiting for its next retry: from its last attempt to now
+    args_json: str
+    result_json: str
+    is_last_succeeded: bool = False
+    is_stop: bool = False
+    undoes: CallRef | None = None  # an undo call: the call it undoes
+    undone_by: list[CallRef] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return f"call-{self.call.call_id}"
+
+    @property
+    def last_attempt(self) -> AttemptLane | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def round(self) -> str:
+        return self.call.tool_call_id.rpartition(":")[2] if self.undoes else ""
+
+
+@dataclass
+class Timeline:
+    run: Run
+    rows: list[CallLane]
+    window: Window
+    axis: Axis
+    summary: str
+    last_succeeded: CallRef | None
+    stop: CallLane | None
+    why: str
+    budget: list[BudgetLine]
+    live: bool
+    stop_page: int | None
+    pages: dict[str, int]  # call_id → the page that shows it
+
+    @property
+    def stop_href(self) -> str:
+        return self.href(self.stop.call.call_id) if self.stop is not None else ""
+
+    @property
+    def stop_attempt_href(self) -> str:
+        """The stopping call's last attempt: the next thing an operator looks at."""
+        last = self.stop.last_attempt if self.stop is not None else None
+        if last is None:
+            return ""
+        return self.stop_href.rpartition("#")[0] + "#" + last.anchor
+
+    def href(self, call_id: str) -> str:
+        """A link to a call of this run from this page ("" when it is not one)."""
+        page = self.pages.get(call_id)
+        return "" if page is None else _href(call_id, page, self.window.number)
+
+
+def _href(call_id: str, page: int, current: int) -> str:
+    return f"#call-{call_id}" if page == current else f"?page={page}#call-{call_id}"
+
+
+def timeline_build(
+    *, run: Run, page: int | None = None, tools: dict[str, ToolSpec] | None = None,
+    live_statuses: Iterable[str] = (Run.Status.RUNNING, Run.Status.ABORTING),
+) -> Timeline:  # fmt: skip
+    """The waterfall of page `page` of `run` (None: the page where the run stopped).
+    `tools` gives the args' schemas for redaction (sensitive fields shown redacted)."""
+    now = timezone.now()
+    light = list(run.calls.only(*LIGHT_FIELDS).order_by("created_at", "pk"))
+    agent = [c for c in light if c.role == ToolCall.Role.CALL]
+    last_ok = last_succeeded(agent)
+    stop = stopping_call(agent, last_ok)
+    position = {c.call_id: i for i, c in enumerate(light)}
+    anchor = position[stop.call_id] if stop is not None else None
+    window = Window.of(total=len(light), page=page, anchor=anchor)
+    shown = light[window.first : window.last]
+    # The header shows the stopping call's attempts whichever page is open: read with the
+    # window, in the same queries.
+    wanted = [c.pk for c in shown] + ([stop.pk] if stop is not None else [])
+    full = {
+        c.pk: c
+        for c in ToolCall.objects.filter(pk__in=wanted)
+        .select_related("settled_by", "approval")
+        .prefetch_related(
+            # Into a list: `.all()` on a prefetched relation still clones a queryset, which
+            # a page of hundreds of calls pays for in milliseconds.
+            Prefetch(
+                "attempt_rows",
+                queryset=Attempt.objects.order_by("started_at", "pk"),
+                to_attr="attempt_list",
+            )
+        )
+    }
+    records = _records(full.values())
+    live = run.status in live_statuses
+    axis = _axis(run, light, full.values(), now=now, live=live)
+
+    pages = {call_id: index // PAGE_SIZE + 1 for call_id, index in position.items()}
+
+    by_call_id = {c.call_id: c for c in light}
+    undone_by: dict[str, list[ToolCall]] = {}
+    for c in light:
+        if c.role == ToolCall.Role.UNDO:
+            undone_by.setdefault(_undone_call_id(c), []).append(c)
+
+    def ref(c: ToolCall) -> CallRef:
+        href = _href(c.call_id, pages[c.call_id], window.number)
+        return CallRef(c.call_id, c.tool_call_id, c.tool, c.status, href)
+
+    def lane(c: ToolCall) -> CallLane:
+        built = _lane(c, axis=axis, record=records.get(c.call_id), tools=tools or {})
+        built.is_last_succeeded = c.role == ToolCall.Role.CALL and c.tool_call_id == last_ok
+        built.is_stop = stop is not None and c.pk == stop.pk
+        undone = by_call_id.get(_undone_call_id(c)) if c.role == ToolCall.Role.UNDO else None
+        built.undoes = ref(undone) if undone is not None else None
+        built.undone_by = [ref(u) for u in undone_by.get(c.call_id, [])]
+        return built
+
+    rows = [lane(full[c.pk]) for c in shown if c.pk in full]
+    in_window = {row.call.pk: row for row in rows}
+    stop_lane = None
+    if stop is not None and stop.pk in full:
+        stop_lane = in_window.get(stop.pk) or lane(full[stop.pk])
+    last_ok_call = next((c for c in agent if c.tool_call_id == last_ok), None)
+    return Timeline(
+        run=run, rows=rows, window=window, axis=axis, summary=run_summary(agent),
+        last_succeeded=ref(last_ok_call) if last_ok_call is not None else None,
+        stop=stop_lane, why=why_stopped(run, full.get(stop.pk) if stop else None),
+        budget=budget_lines(run, agent), live=live,
+        stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
+    )  # fmt: skip
+
+
+def _records(calls: Iterable[ToolCall]) -> dict[str, IdempotencyRecord]:
+    # One query for every shown call's record. `key` is unique and indexed (call_ref is
+    # not); a record belongs to the call its call_ref names (a replay's key is shared).
+    keys = {c.idempotency_key for c in calls if c.idempotency_key}
+    return {r.call_ref: r for r in IdempotencyRecord.objects.filter(key__in=keys)}
+
+
+def _undone_call_id(call: ToolCall) -> str:
+    if not call.tool_call_id.startswith(UNDO_PREFIX):
+        return ""
+    return call.tool_call_id[len(UNDO_PREFIX) :].rpartition(":")[0]
+
+
+def _axis(
+    run: Run, light: Sequence[ToolCall], full: Iterable[ToolCall], *, now: datetime, live: bool
+) -> Axis:
+    """From the run's start (or its first call, if earlier) to its end: `now` while the run
+    can still change, else the last moment anything recorded happened (a call left open
+    in an ended run, an unknown outcome say, must not stretch the axis to today)."""
+    start = min([run.created_at, *(c.created_at for c in light[:1])])
+    if live:
+        return Axis(start, max(now, start))
+    moments = [run.ended_at or start]
+    moments += [c.finished_at or c.created_at for c in light]
+    moments += [_ends(a) for c in full for a in c.attempt_list]  # type: ignore[attr-defined]
+    return Axis(start, max(moments))
+
+
+def _ends(attempt: Attempt) -> datetime:
+    return attempt.started_at + timedelta(milliseconds=attempt.duration_ms)
+
+
+def _lane(
+    call: ToolCall, *, axis: Axis, record: IdempotencyRecord | None, tools: dict[str, ToolSpec]
+) -> CallLane:
+    attempts: list[AttemptLane] = []
+    looks = 0
+    for attempt in call.attempt_list:  # type: ignore[attr-defined]
+        begin = attempt.started_at
+        if attempt.purpose == "reconcile":
+            # A look numbers itself after the attempt it follows: not a unique number.
+            looks += 1
+            key, label = f"r{looks}", f"reconcile look {looks}"
+        else:
+            key, label = str(attempt.number), f"attempt {attempt.number}"
+        waited = timedelta(milliseconds=attempt.waited_ms)
+        row = AttemptLane(
+            attempt=attempt, anchor=f"attempt-{call.call_id}-{key}", label=label,
+            bar=axis.span(begin, _ends(attempt)),
+            wait=axis.span(begin - waited, begin) if attempt.waited_ms > 0 else None,
+            started=clock(begin), took_ms=f"{attempt.duration_ms:.1f}",
+            waited_ms=f"{attempt.waited_ms:.1f}" if attempt.waited_ms > 0 else "",
+        )  # fmt: skip
+        attempts.append(row)
+    last_end = _ends(attempts[-1].attempt) if attempts else call.created_at
+    state, text = _state(call)
+    end = call.finished_at or (axis.end if call.status in OPEN else max(last_end, call.created_at))
+    # Stored redacted already; redacted again for showing, by the tool's own rules, in case
+    # a row predates them.
+    spec = tools.get(call.tool)
+    return CallLane(
+        call=call, attempts=attempts, record=RecordFacts.of(record) if record else None,
+        link=reverse("console:call", args=[call.call_id]), created=clock(call.created_at),
+        finished=clock(call.finished_at) if call.finished_at else "",
+        bar=axis.span(call.created_at, end),
+        state=state, state_text=text,
+        waiting=axis.span(last_end, axis.end) if state == "waiting_retry" else None,
+        args_json=pretty(redact(call.args, spec=spec)),
+        result_json=pretty(redact(call.result, spec=spec, result=True)),
+    )  # fmt: skip
+
+
+def _state(call: ToolCall) -> tuple[str, str]:
+    """Whether the call can still change, in a word for styles and in words for people."""
+    if call.status == S.IN_PROGRESS:
+        return "in_flight", "in flight"
+    if call.status == S.PENDING_APPROVAL:
+        return "pending_approval", "waiting for approval"
+    if call.status == S.UNKNOWN:
+        if call.next_reconcile_at is not None:
+            when = f"{call.next_reconcile_at:%H:%M:%S} UTC"
+            return "waiting_retry", f"waiting for retry: reconciled again at {when}"
+        return "needs_person", "outcome unknown: needs a person"
+    return "done", ""
+
+
+def pretty(value: Any) -> str:
+    """`value` as indented JSON for a <pre>; None → empty."""
+    return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def call_page_url(call: ToolCall) -> str:
+    """The run page at `call`'s anchor, on the page that shows it (two COUNTs)."""
+    calls = ToolCall.objects.filter(run_id=call.run_id)
+    before = calls.filter(
+        Q(created_at__lt=call.created_at) | Q(created_at=call.created_at, pk__lt=call.pk)
+    ).count()
+    url = reverse("console:run-detail", args=[call.run_id])
+    if calls.count() > PAGE_SIZE:
+        url += f"?page={before // PAGE_SIZE + 1}"
+    return f"{url}#call-{call.call_id}"

@@ -1,0 +1,98 @@
+"""The run page (`/console/runs/<pk>/`): the run's waterfall (traces/timeline.py), live
+while the run can change; and `/console/calls/<call_id>/`, a deep link to one call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from compensations.models import Compensation
+from toolops.models import Run, ToolCall
+from toolops.permissions import (
+    can_abort_runs,
+    can_settle_unknown,
+    can_work_tickets,
+    console_required,
+)
+from toolops.views.common import (
+    HtmxHttpRequest,
+    catalog,
+    is_refresh,
+    live_context,
+    page_context,
+)
+from traces.live import run_push_path
+from traces.timeline import Timeline, call_page_url, timeline_build
+
+ABORTABLE = (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED)
+
+
+@dataclass
+class CompensationRow:
+    """A compensation, with links to the call it undoes and its latest undo call."""
+
+    compensation: Compensation
+    call_href: str
+    undo_href: str
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@console_required
+def run_timeline(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("agent"), pk=pk)
+    timeline = timeline_build(run=run, page=_page(request), tools=catalog())
+    ctx = live_context(push_path=run_push_path(run.pk), **_context(request, timeline))
+    # A run that can no longer change needs no socket, and its page stops polling.
+    ctx["pushed"] = ctx["pushed"] and timeline.live
+    if is_refresh(request):
+        return render(request, "traces/run.html#run-body", ctx)
+    return render(request, "traces/run.html", page_context(request, "runs", **ctx))
+
+
+@require_GET
+@console_required
+def call_detail(request: HtmxHttpRequest, call_id: str) -> HttpResponseRedirect:
+    """A call's deep link: its run's page, at the call, on the page that shows it."""
+    call = get_object_or_404(
+        ToolCall.objects.only("run_id", "call_id", "created_at"), call_id=call_id
+    )
+    return redirect(call_page_url(call))
+
+
+def _page(request: HtmxHttpRequest) -> int | None:
+    page = request.GET.get("page", "")
+    return int(page) if page.isdigit() else None
+
+
+def _context(request: HtmxHttpRequest, timeline: Timeline) -> dict[str, Any]:
+    run = timeline.run
+    compensations = [
+        CompensationRow(
+            c,
+            timeline.href(c.call.call_id),
+            timeline.href(c.undo_call.call_id) if c.undo_call else "",
+        )
+        for c in Compensation.objects.filter(run=run)
+        .select_related("call", "undo_call", "ticket")
+        .order_by("-pk")
+    ]
+    return {
+        "run": run,
+        "timeline": timeline,
+        "rows": timeline.rows,
+        "stop": timeline.stop,
+        "last_succeeded": timeline.last_succeeded.tool_call_id if timeline.last_succeeded else None,
+        "compensations": compensations,
+        "live": timeline.live,
+        "refresh_url": request.get_full_path(),
+        "can_settle": can_settle_unknown(request.user),
+        "can_work_tickets": can_work_tickets(request.user),
+        "can_abort": can_abort_runs(request.user) and run.status in ABORTABLE,
+        "can_view_full_args": request.user.has_perm("traces.view_full_args"),
+    }
