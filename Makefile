@@ -40,6 +40,7 @@ migrations-check: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+	$(PY) bench/traces.py
 
 clean:
 	rm -rf $(VENV) var
