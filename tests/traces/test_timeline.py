@@ -179,6 +179,18 @@ def test_the_header_says_where_it_stopped_and_why(
     assert re.search(r"tokens used / budget</dt>\s*<dd>200 / no limit</dd>", page)
 
 
+def test_a_limit_reached_is_said_in_words(
+    reviewer_client: Client, agent_a: tuple[Agent, str]
+) -> None:
+    run = make_run(agent_a[0], "r-spent", status="budget_exhausted", max_attempts=3,
+                   attempts_used=3)  # fmt: skip
+
+    page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
+
+    assert re.search(r"attempts used / budget</dt>\s*<dd>3 / 3 \(used up\)</dd>", page)
+    assert "budget is used up: it takes no more calls." in page
+
+
 def test_undo_calls_link_to_the_call_they_undo_and_back(
     reviewer_client: Client, agent_a: tuple[Agent, str]
 ) -> None:
