@@ -271,7 +271,7 @@ def make_long_run(agent: Agent, count: int, *, stop_at: int | None = None) -> Ru
 TIMELINE_QUERIES = 14
 
 
-@pytest.mark.parametrize("page", ["", "?page=1", "?page=5"])
+@pytest.mark.parametrize("page", ["", "?page=1", "?page=10"])
 def test_a_run_of_1000_calls_is_shown_in_a_constant_number_of_queries(
     reviewer_client: Client, agent_a: tuple[Agent, str], django_assert_num_queries: Any,
     page: str,
@@ -300,14 +300,15 @@ def test_a_long_run_opens_on_the_page_where_it_stopped(
     response = reviewer_client.get(f"/console/runs/{run.pk}/")
 
     timeline = response.context["timeline"]
-    assert (timeline.window.number, timeline.window.pages) == (4, 5)
-    assert [r.call.step_index for r in response.context["rows"]][::199] == [600, 799]
+    assert PAGE_SIZE == 100
+    assert (timeline.window.number, timeline.window.pages) == (7, 10)
+    assert [r.call.step_index for r in response.context["rows"]][::99] == [600, 699]
     assert response.context["stop"].call.tool_call_id == "tc-650"
     assert response.context["last_succeeded"] == "tc-649"
     page = response.content.decode()
-    assert "calls 601–800 of 1000, page 4 of 5" in page
-    assert '<a href="?page=3" rel="prev">← earlier</a>' in page
-    assert '<a href="?page=5" rel="next">later →</a>' in page
+    assert "calls 601–700 of 1000, page 7 of 10" in page
+    assert '<a href="?page=6" rel="prev">← earlier</a>' in page
+    assert '<a href="?page=8" rel="next">later →</a>' in page
     assert '<span class="badge marker stop">stopped here</span>' in page
 
 
@@ -321,10 +322,10 @@ def test_other_pages_link_back_to_where_it_stopped(
 
     assert [r.call.step_index for r in first.context["rows"]][:2] == [0, 1]
     page = first.content.decode()
-    assert '<a href="?page=4#call-c-long-1000-650">where it stopped (page 4)</a>' in page
+    assert '<a href="?page=7#call-c-long-1000-650">where it stopped (page 7)</a>' in page
     # Links to calls on another page carry that page; the header's too.
-    assert 'href="?page=4#call-c-long-1000-650"><code>tc-650</code></a>' in page
-    assert beyond.context["timeline"].window.number == 5
+    assert 'href="?page=7#call-c-long-1000-650"><code>tc-650</code></a>' in page
+    assert beyond.context["timeline"].window.number == 10
     # Only the window's calls are read whole: the stop's attempts come along for the header.
     assert "<code>req-650-3</code>" in page
 
@@ -338,7 +339,7 @@ def test_a_calls_deep_link_lands_on_its_page_at_its_anchor(
     deep = reviewer_client.get("/console/calls/c-long-1000-450/")
     near = reviewer_client.get(f"/console/calls/{short.call_id}/")
 
-    assert deep["Location"] == f"/console/runs/{run.pk}/?page=3#call-c-long-1000-450"
+    assert deep["Location"] == f"/console/runs/{run.pk}/?page=5#call-c-long-1000-450"
     assert near["Location"] == f"/console/runs/{ended.pk}/#call-{short.call_id}"
     assert reviewer_client.get("/console/calls/c-nope/").status_code == 404
     assert (
@@ -353,4 +354,4 @@ def test_searching_a_calls_id_lands_at_the_call(
 
     for q in ("tc-450", "c-long-1000-450"):
         response = reviewer_client.get("/console/search/", {"q": q})
-        assert response["Location"] == f"/console/runs/{run.pk}/?page=3#call-c-long-1000-450"
+        assert response["Location"] == f"/console/runs/{run.pk}/?page=5#call-c-long-1000-450"
