@@ -61,6 +61,11 @@ def count(value: float) -> str:
     return f"{value:g}"
 
 
+def n(count: int, noun: str) -> str:
+    """A count and its noun: 1 request, 5 requests."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _or_dash(value: float | None, fmt: Callable[[float], str]) -> str:
     return "—" if value is None else fmt(value)
 
@@ -93,19 +98,19 @@ def card(figures: ToolFigures, scale: str) -> Card:
     tiles = [
         Tile(
             "success", "Success rate", _or_dash(w.success_rate, percent),
-            f"{w.succeeded} succeeded of {w.finished} finished calls, {where}",
+            f"{w.succeeded} succeeded of {n(w.finished, 'finished call')}, {where}",
             "Calls that succeeded / calls that got an outcome.",
             **charts("Success rate", lambda t: t.success_rate, percent, top=1.0),
         ),
         Tile(
             "latency", "Latency p50 / p95 / p99", latency,
-            f"of {w.finished} finished calls, {where}; charts: p95",
+            f"of {n(w.finished, 'finished call')}, {where}; charts: p95",
             "From a call's creation to its outcome (with any wait for a reviewer).",
             **charts("p95 latency", _p95, duration),
         ),
         Tile(
             "amplification", "Retry amplification", _or_dash(w.amplification, ratio),
-            f"{w.requests} requests / {w.sent} calls, {where}",
+            f"{n(w.requests, 'request')} / {n(w.sent, 'call')}, {where}",
             "Real requests / logical calls that sent at least one request.",
             **charts("Retry amplification", lambda t: t.amplification, ratio,
                      threshold=thresholds.AMPLIFICATION_MAX),
@@ -116,7 +121,7 @@ def card(figures: ToolFigures, scale: str) -> Card:
         ),
         Tile(
             "hit-rate", "Idempotency hit rate", _or_dash(w.hit_rate, percent),
-            f"{w.replays} replays / {w.hit_requests} requests, {where}",
+            f"{n(w.replays, 'replay')} / {n(w.hit_requests, 'request')}, {where}",
             "Replays / (replays + logical calls).",
             **charts("Idempotency hit rate", lambda t: t.hit_rate, percent, top=1.0),
             flag=(
@@ -127,7 +132,7 @@ def card(figures: ToolFigures, scale: str) -> Card:
         ),
         Tile(
             "breaker", "Breaker", level,
-            f"{w.failed_requests} failed requests, {where}",
+            f"{n(w.failed_requests, 'failed request')}, {where}",
             "The circuit breaker now; charts: requests that failed (what it trips on).",
             **charts("Failed requests", lambda t: t.failed_requests, count),
             flag="Open: calls to this tool end at once as unavailable."
@@ -135,13 +140,13 @@ def card(figures: ToolFigures, scale: str) -> Card:
         ),
         Tile(
             "unknown", "Unknown outcomes", count(figures.unknown_now),
-            f"calls unknown now; {w.unknown_requests} unknown requests, {where}",
+            f"unknown now; {n(w.unknown_requests, 'unknown request')}, {where}",
             "Agents' calls whose outcome is unknown now, waiting to be reconciled or settled.",
             **charts("Unknown requests", lambda t: t.unknown_requests, count),
         ),
         Tile(
             "dead-letters", "Dead letters", count(figures.dead_letters_open),
-            f"open tickets now; {w.tickets_opened} opened, {where}",
+            f"open now; {w.tickets_opened} opened, {where}",
             "Compensations by this (undo) tool that used up their attempts: open tickets.",
             **charts("Tickets opened", lambda t: t.tickets_opened, count),
         ),

@@ -106,7 +106,7 @@ def test_it_shows_a_scenarios_exact_amplification_and_hit_rate(
         assert "2 replays / 5 requests" in hit
         assert "100.0%" in tile(html, "query_stock", "success")
         assert "1.00×" in tile(html, "reserve_stock", "amplification")
-        assert "1 replays / 2 requests" in tile(html, "reserve_stock", "hit-rate")
+        assert "1 replay / 2 requests" in tile(html, "reserve_stock", "hit-rate")
         # 5 / 3 is above 1.5: flagged, in words as well as by its class.
         assert is_flagged(html, "query_stock", "amplification")
         assert "Above 1.5" in tile(html, "query_stock", "amplification")
@@ -179,10 +179,12 @@ def test_it_shows_unknown_outcomes_dead_letters_and_approval_wait(
 
     html = console.get(PAGE).content.decode()
 
-    assert tile(html, "charge", "unknown").startswith("Unknown outcomes 1 calls unknown now; 1 ")
-    assert "1 failed requests" in tile(html, "charge", "breaker")
+    assert tile(html, "charge", "unknown").startswith(
+        "Unknown outcomes 1 unknown now; 1 unknown request,"
+    )
+    assert "1 failed request," in tile(html, "charge", "breaker")
     dead_letters = tile(html, "release_stock", "dead-letters")
-    assert "Dead letters 1 open tickets now; 1 opened" in dead_letters
+    assert "Dead letters 1 open now; 1 opened" in dead_letters
     wait = tile(html, "charge", "approval-wait")
     assert "1.0 min" in wait  # the mean of 30 s and 90 s
     assert "mean of 2 ended" in wait and "1 pending now" in wait
@@ -227,7 +229,7 @@ def test_it_tells_the_hour_from_the_day(agent_a: tuple[Agent, str], console: Cli
     hour = console.get(PAGE, {"window": "hour"}).content.decode()
     day = console.get(PAGE, {"window": "day"}).content.decode()
 
-    assert "1 succeeded of 1 finished calls, last hour" in tile(hour, "window_tool", "success")
+    assert "1 succeeded of 1 finished call, last hour" in tile(hour, "window_tool", "success")
     assert "1 succeeded of 2 finished calls, last day" in tile(day, "window_tool", "success")
 
 
