@@ -359,6 +359,10 @@ class Execution:
                 compensation_services.compensation_save_unmappable(compensation=undo)
         if not recorded:
             call.refresh_from_db()
+            # Our attempts happened and landed; the call span is its new holder's.
+            traces.attempts_export(call=call, attempts=self.rows)
+        else:
+            traces.call_export(call=call, attempts=self.rows)
         traces.run_changed(run_pk=self.run.pk)
         return recorded
 

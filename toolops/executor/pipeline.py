@@ -91,6 +91,9 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         depends_on=list(request.depends_on),
         tokens=request.tokens,
         status=Status.IN_PROGRESS,
+        parent_span_id=(
+            traces.parent_span_of(request.traceparent, run.trace_id) if request.traceparent else ""
+        ),
     )
     spec = prepared.spec
     # Stored, shown and exported redacted; the full args stay in memory for the downstream
@@ -363,4 +366,5 @@ def _record_unexecuted(call: ToolCall, tokens: Tokens) -> CallAnswer:
             raise ToolCallConflict(f"tool_call_id {call.tool_call_id!r} is already used") from None
         return CallAnswer(existing, replayed=True)
     traces.run_changed(run_pk=call.run_id)
+    traces.call_export(call=call)
     return CallAnswer(call, replayed=False)

@@ -27,6 +27,8 @@ class CallRequest:
     depends_on: list[str] = field(default_factory=list)
     tokens: int = 0
     wait: float = 0.0
+    # The agent's W3C `traceparent` header, if its request carried one.
+    traceparent: str = ""
 
 
 @dataclass
