@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from toolops.indexes import EqualityIndex
 from toolops.models import Run, ToolCall, new_trace_id
 
 
@@ -54,7 +55,12 @@ class Compensation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["status", "queued_at"])]
+        indexes = [
+            models.Index(fields=["status", "queued_at"]),
+            # The vault keys a compensation's sealed args by `key`: the retention purge
+            # asks whether a compensation still refers to a sealed args row.
+            EqualityIndex(fields=["key"], name="compensation_key"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} for {self.call_id}"

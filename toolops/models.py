@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from toolops.indexes import EqualityIndex
+
 TOKEN_PREFIX = "tops_"
 
 
@@ -112,6 +114,11 @@ class Run(models.Model):
             models.Index(fields=["-created_at"]),
             models.Index(fields=["trace_id"]),
             models.Index(fields=["session_key", "created_at"]),
+            # The retention purge's walk through ended runs, oldest first. Partial: a run
+            # is inserted with no ended_at, so only its one ending writes an entry.
+            models.Index(
+                fields=["ended_at"], condition=models.Q(ended_at__isnull=False), name="run_ended_at"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -235,6 +242,9 @@ class ToolCall(models.Model):
             models.Index(fields=["run", "created_at"]),
             models.Index(fields=["tool_call_id"]),
             models.Index(fields=["status", "next_reconcile_at"]),
+            # The retention purge asks whether any call still refers to a sealed args row.
+            # Paid like the others on each insert and status change, so the smallest kind.
+            EqualityIndex(fields=["args_digest"], name="call_args_digest"),
         ]
 
     def __str__(self) -> str:

@@ -17,6 +17,10 @@ class SealedArgs(models.Model):
     token = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
 
+    class Meta:
+        # The retention purge looks only at rows older than the retention.
+        indexes = [models.Index(fields=["created_at"], name="sealed_args_created")]
+
     def __str__(self) -> str:
         return self.digest
 
