@@ -295,8 +295,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
-    # Idempotency records past their retention: the table must not grow forever.
-    "purge-idempotency-records": {"task": "toolops.tasks.idempotency_purge", "schedule": 3600.0},
+    # Retention (docs/retention.md): ended runs with their calls and attempts, old attempts,
+    # expired idempotency records, replay counts, unused sealed args. Hourly: retention is
+    # counted in days, so an hour late is nothing, and each run is capped in time, so a
+    # backlog drains over several runs without holding locks for long.
+    "purge-traces": {"task": "traces.tasks.purge_traces", "schedule": 3600.0},
     # Unknown outcomes whose query failed: ask again, with backoff per call, until settled.
     # Every 10 s so that a healthy query tool settles a call within ~30 s (API.md).
     "reconcile-unknown-calls": {"task": "toolops.tasks.reconcile_unknown_calls", "schedule": 10.0},
@@ -323,6 +326,16 @@ TOOLOPS_COMPENSATION_GRACE_S = envfloat("TOOLOPS_COMPENSATION_GRACE_S", 10.0)
 # An approved call whose worker message was lost is started by the sweep after this.
 TOOLOPS_APPROVAL_GRACE_S = envfloat("TOOLOPS_APPROVAL_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
+# Ended runs (calls, attempts: the stored spans), old attempts and replay counts are
+# purged this many days on (docs/retention.md). Checked here, so that a bad value stops
+# the process at start rather than failing the purge an hour later; at most a century,
+# which keeps "now minus retention" a valid date.
+TOOLOPS_RETENTION_DAYS = envfloat("TOOLOPS_RETENTION_DAYS", 30.0)
+if not 0 < TOOLOPS_RETENTION_DAYS <= 36500:  # also refuses nan and inf
+    raise ImproperlyConfigured(
+        "TOOLOPS_RETENTION_DAYS must be a positive number of days (at most 36500), "
+        f"got {os.getenv('TOOLOPS_RETENTION_DAYS')!r}"
+    )
 TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
 TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", None)
 TOOLOPS_DEFAULT_MAX_SECONDS = envint("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", None)
