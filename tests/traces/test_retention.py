@@ -278,3 +278,29 @@ def test_it_names_a_retention_that_is_not_a_number(monkeypatch: pytest.MonkeyPat
 def test_it_keeps_thirty_days_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings_with(monkeypatch, None)["TOOLOPS_RETENTION_DAYS"] == 30.0
     assert settings_with(monkeypatch, "0.5")["TOOLOPS_RETENTION_DAYS"] == 0.5
+
+
+def test_a_sealed_row_reused_by_a_new_call_is_renewed_and_kept(api: Any, shop: Any) -> None:
+    from tests.toolops.api.helpers import create_run, post_call
+
+    args = {"to": "jane.doe@example.com", "message": "hello"}
+    create_run(api, "r-old")
+    assert (
+        post_call(api, "r-old", step_index=0, tool="send_notification", args=args).status_code
+        == 200
+    )
+    (row,) = SealedArgs.objects.all()
+    SealedArgs.objects.filter(pk=row.pk).update(created_at=ago(40))
+    # The first call's run ends and ages out; a new run sends the same args meanwhile.
+    Run.objects.filter(run_id="r-old").update(status=Run.Status.COMPLETED, ended_at=ago(40))
+    IdempotencyRecord.objects.update(expires_at=ago(33))
+    create_run(api, "r-new")
+    assert (
+        post_call(api, "r-new", step_index=0, tool="send_notification", args=args).status_code
+        == 200
+    )
+
+    retention_purge(days=30)
+
+    assert not Run.objects.filter(run_id="r-old").exists()
+    assert SealedArgs.objects.get(pk=row.pk).created_at > ago(1)

@@ -40,7 +40,9 @@ def _cte_ready() -> bool:
 
 def _vault_cte(objs: Sequence[Model], guard: str = "") -> tuple[str, list[object]]:
     """`vault AS (INSERT …)` for the sealed args of `objs` (none: no CTE). A row already
-    there (the same args, sealed by another call) is left as it is."""
+    there (the same args, sealed by another call) keeps its token; its `created_at` is
+    renewed, so that the retention purge, which re-tests the age of what it deletes,
+    never removes a row a call is reusing at that moment."""
     sealed = [row for row in map(traces.sealed_row, objs) if row is not None]
     if not sealed:
         return "", []
@@ -49,7 +51,8 @@ def _vault_cte(objs: Sequence[Model], guard: str = "") -> tuple[str, list[object
     table = connection.ops.quote_name(sealed[0]._meta.db_table)
     sql = (
         f"vault AS (INSERT INTO {table} ({rows.columns(fields)}) "
-        f"SELECT * FROM (VALUES {values}) AS v{guard} ON CONFLICT DO NOTHING)"
+        f"SELECT * FROM (VALUES {values}) AS v{guard} "
+        "ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at)"
     )
     return sql, params
 
