@@ -27,19 +27,26 @@
 // Live pages with a shared channel layer (REDIS_URL): the server pushes "something
 // changed" over the WebSocket named by <body data-push>, and the page's live region
 // (hx-trigger="live-changed from:body") fetches itself again. Reconnects with growing
-// pauses if the socket drops.
+// pauses if the socket drops, and fetches again then: a change pushed while it was down
+// was never heard.
 (function () {
   "use strict";
   const body = document.body;
   if (!body || !body.dataset.push) { return; }
   let pause = 1000;
+  let dropped = false;
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(scheme + "//" + window.location.host + body.dataset.push);
-    socket.onopen = function () { pause = 1000; body.dataset.pushConnected = "1"; };
+    socket.onopen = function () {
+      pause = 1000;
+      body.dataset.pushConnected = "1";
+      if (dropped) { htmx.trigger(body, "live-changed"); }
+    };
     socket.onmessage = function () { htmx.trigger(body, "live-changed"); };
     socket.onclose = function (event) {
       delete body.dataset.pushConnected;
+      dropped = true;
       if (event.code === 4403) { return; }  // not allowed: polling would not help either
       setTimeout(connect, pause);
       pause = Math.min(pause * 2, 30000);

@@ -34,6 +34,12 @@ def rita(django_user_model: Any, settings: Any) -> Any:
 @pytest.fixture
 def page() -> Iterator[Any]:
     with open_page() as tab:
+        # Keep the page's WebSockets at hand, so that a test can drop them.
+        tab.add_init_script(
+            "window.__sockets = []; const Native = window.WebSocket;"
+            "window.WebSocket = function (url) {"
+            "  const socket = new Native(url); window.__sockets.push(socket); return socket; };"
+        )
         yield tab
 
 
@@ -120,6 +126,13 @@ def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
             fetched = [u for u in requests if f"/console/runs/{run.pk}/" in u][before:]
             # Fetched when told (claimed, then recorded), not every few seconds.
             assert 1 <= len(fetched) <= 4, fetched
+            # The socket drops and a call is made before it is back: what was pushed in
+            # between was never heard, so the page fetches itself again on reconnecting.
+            page.evaluate("window.__sockets.forEach((s) => s.close())")
+            third = call(http, "r-live", step_index=2, tool="query_stock", args={"sku": "B7"},
+                         tool_call_id="tc-again")  # fmt: skip
+            expect(page.locator(f"#call-{third['call_id']}")).to_be_visible(timeout=8_000)
+            assert page.evaluate("window.__notReloaded") is True
             # The run completes: the page hears of it and stops listening for more.
             assert http.post("/api/v1/runs/r-live/complete").status_code == 200
             expect(page.locator("#run-body")).to_have_attribute("data-live", "ended")
