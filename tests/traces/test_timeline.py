@@ -326,6 +326,8 @@ def test_other_pages_link_back_to_where_it_stopped(
     # Links to calls on another page carry that page; the header's too.
     assert 'href="?page=7#call-c-long-1000-650"><code>tc-650</code></a>' in page
     assert beyond.context["timeline"].window.number == 10
+    for odd in ("²", "-1", "x", "9" * 40):  # the page where it stopped, or the last
+        assert reviewer_client.get(f"/console/runs/{run.pk}/", {"page": odd}).status_code == 200
     # Only the window's calls are read whole: the stop's attempts come along for the header.
     assert "<code>req-650-3</code>" in page
 

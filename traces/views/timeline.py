@@ -66,8 +66,9 @@ def call_detail(request: HtmxHttpRequest, call_id: str) -> HttpResponseRedirect:
 
 
 def _page(request: HtmxHttpRequest) -> int | None:
-    page = request.GET.get("page", "")
-    return int(page) if page.isdigit() else None
+    page = request.GET.get("page", "")[:9]
+    # isdigit() alone lets "²" through, which int() refuses.
+    return int(page) if page.isascii() and page.isdigit() else None
 
 
 def _context(request: HtmxHttpRequest, timeline: Timeline) -> dict[str, Any]:
