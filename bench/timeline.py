@@ -116,7 +116,7 @@ def timeline_render(*, calls: int = 1000, renders: int = 7) -> dict[str, Any]:
         assert response.status_code == 200, response.status_code
         return {
             "calls": calls,
-            "shown": response.content.count(b"<tbody id=\"call-"),
+            "shown": response.content.count(b'<tbody id="call-'),
             "renders": renders,
             "page_ms_median": round(statistics.median(page), 1),
             "page_ms": [round(t, 1) for t in page],
