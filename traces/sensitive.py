@@ -160,6 +160,11 @@ def redact_value(
     walk = _Walk(secrets)
     out = walk.value(value, schema, path_tree(tuple(paths)))
     found = tuple(sorted(set(walk.found), key=len, reverse=True))
+    if set(found) - set(secrets):
+        # A value taken out under a sensitive key may also stand inside another string
+        # (an API key quoted in a message): scrub it there too, in a second pass over
+        # what is already redacted. Only when something sensitive was found.
+        out = _Walk(found).value(out, None, None)
     return Redaction(out if walk.changed else value, found, walk.changed)
 
 

@@ -64,6 +64,8 @@ EXPECTED_STATUSES = {
     "unknown charge": {"running"},
     "degraded search": {"completed"},
     "partial summary": {"completed"},
+    "sensitive data": {"completed"},
+    "metrics": {"completed"},
 }
 
 
@@ -157,6 +159,7 @@ def test_the_scripted_agent_runs_every_scenario(
     check_new_scenarios(lines, runs, shop)
     check_scripted_reviewer(lines, runs, person)
     check_approval_scenarios(lines, runs, shop, out)
+    check_observing(lines, runs, shop)
 
 
 def assert_until_in_utc(line: str) -> None:
@@ -214,6 +217,21 @@ def check_sagas(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:
     refunds = shop.requests(saga.UNDO_PATHS["refund"])
     sent = [r["status"] for r in refunds if r["headers"]["x-toolops-run-id"] == run.run_id]
     assert sent == [503] * saga.REFUND_ATTEMPTS
+
+
+def check_observing(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:
+    """Sensitive args reach the shop whole and are stored redacted; /metrics counted."""
+    from toolops.demo.observe import API_KEY, CARD
+    from toolops.demo.scenario import CUSTOMER
+
+    [call] = calls_of(run_of(lines["sensitive data"], runs))
+    stored = repr((call.args, call.result, call.error_message))
+    for secret in (CUSTOMER, CARD, API_KEY):
+        assert secret not in stored, stored
+    [sent] = [r for r in shop.requests("/notifications") if r["body"].get("api_key") == API_KEY]
+    assert sent["body"]["to"] == CUSTOMER and CARD in sent["body"]["message"]
+    line = lines["metrics"]
+    assert "3 requests for 1 reserve_stock call, then 1 replay" in line, line
 
 
 def check_new_scenarios(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:

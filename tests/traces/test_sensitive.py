@@ -82,6 +82,15 @@ def test_it_scrubs_a_calls_own_values_from_text_and_quoted_json() -> None:
     assert "live" not in text and text.count(REDACTED) == 2
 
 
+def test_a_sensitive_value_quoted_in_another_field_is_scrubbed_there_too() -> None:
+    # The message comes first: the key is found only later in the walk.
+    args = {"message": "use key sk-live-0123456789 now", "api_key": "sk-live-0123456789"}
+
+    done = redact_value(args)
+
+    assert done.value == {"message": f"use key {REDACTED} now", "api_key": REDACTED}
+
+
 def test_it_redacts_catalog_paths_and_schema_marks() -> None:
     marked = {"items": {"properties": {"v": {"writeOnly": True}}}}
     schema = {"properties": {"code": {"x-sensitive": True}, "items": marked}}

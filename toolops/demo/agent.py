@@ -7,7 +7,8 @@ the condition it shows — a lost response, a hanging payment service, a flaky o
 rate-limited read, a refund service that is down — and clears the fault afterwards,
 whatever happens. The scenarios live by theme: resilience.py (downstreams that
 misbehave), saga.py (abort, and the undos after it), approvals.py (calls a person
-decides); the two HTTP clients in clients.py; what a scenario is written with in
+decides), observe.py (what people see of a run: redaction, metrics); the two HTTP
+clients in clients.py; what a scenario is written with in
 scenario.py. This module lists them, runs them and prints one line each.
 
 create_order and charge wait for a reviewer. The resilience scenarios' runs carry the
@@ -38,6 +39,7 @@ from typing import TextIO
 
 from toolops.demo.approvals import approval_expires, charge_waits, possible_duplicate
 from toolops.demo.clients import ShopControl, ToolOps
+from toolops.demo.observe import metrics, sensitive_data
 from toolops.demo.resilience import (
     bad_input,
     budget,
@@ -81,6 +83,8 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("unknown charge", unknown_charge),
     ("degraded search", degraded_search),
     ("partial summary", partial_summary),
+    ("sensitive data", sensitive_data),
+    ("metrics", metrics),
 ]
 
 

@@ -306,6 +306,11 @@ class Command(BaseCommand):
             f"Calls waiting for a person: {web_url}/console/approvals/ (log in as reviewer); "
             "their outcome is printed here (↳) when decided"
         )
+        self.say(
+            f"Metrics: {web_url}/console/metrics/ (per tool) and {web_url}/metrics "
+            "(Prometheus); a run's page is its timeline. Spans go to a collector when "
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set for `make demo`"
+        )
         self.say(f"Logins (also in {logins_path}):")
         for name, (group, role) in DEMO_USERS.items():
             password = passwords[name] or "(existing account, password unchanged)"
