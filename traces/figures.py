@@ -114,6 +114,18 @@ class ToolFigures:
     def breaker_open(self) -> bool:
         return thresholds.breaker_open(self.level)
 
+    def active(self, scale: str) -> bool:
+        """Anything happened over the window, or is open now: calls, requests, replays,
+        approvals or tickets in it; unknown outcomes, open dead letters, pending approvals
+        or a breaker not closed now. Each threshold needs one of these to be crossed, so a
+        flagged tool is always active."""
+        w = self.window(scale)
+        return bool(
+            w.finished or w.requests or w.replays or w.approvals or w.tickets_opened
+            or self.unknown_now or self.dead_letters_open or self.approvals_pending
+            or self.level != CLOSED
+        )  # fmt: skip
+
 
 def window_end(now: datetime | None = None) -> datetime:
     """The end of both windows: the next whole minute, so each ReplayCount minute falls

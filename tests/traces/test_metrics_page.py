@@ -1,6 +1,7 @@
 """The console's Metrics page: each tool's figures over the last hour or day, the same
-definitions as /metrics, highlights where a threshold is crossed, a constant number of
-queries however many tools, and clear errors for bad addresses."""
+definitions as /metrics, highlights where a threshold is crossed, flagged tools first and
+idle ones listed by name, a constant number of queries however many tools, and clear
+errors for bad addresses."""
 
 from __future__ import annotations
 
@@ -152,9 +153,12 @@ def test_it_flags_an_open_breaker(console: Client) -> None:
 
     assert is_flagged(html, "flaky_tool", "breaker")
     assert "Open: calls to this tool end at once" in tile(html, "flaky_tool", "breaker")
-    assert "closed" in tile(html, "calm_tool", "breaker")
-    assert not is_flagged(html, "calm_tool", "breaker")
     assert 'class="card metrics-card flagged" id="metrics-flaky_tool"' in html
+    # A closed breaker and no calls: idle, so its card is on its own view only.
+    assert 'id="metrics-calm_tool"' not in html
+    calm = console.get(PAGE, {"tool": "calm_tool"}).content.decode()
+    assert "closed" in tile(calm, "calm_tool", "breaker")
+    assert not is_flagged(calm, "calm_tool", "breaker")
 
 
 def test_it_shows_unknown_outcomes_dead_letters_and_approval_wait(
@@ -213,6 +217,61 @@ def test_it_charts_the_last_hour_and_the_last_day(
     assert "Retry amplification, last hour, 5-minute buckets: latest 2.00×, highest 2.00×" in charts
     assert "Retry amplification, last day, hourly buckets: latest 2.00×, highest 2.00×" in charts
     assert "Success rate, last hour, 5-minute buckets: latest 100.0%, highest 100.0%" in charts
+
+
+# -- the order: flagged, active, idle ---------------------------------------------------------
+
+
+def section(html: str, name: str) -> str:
+    """One section of the page (flagged, active or idle), up to the next one."""
+    block = html.split(f'id="tools-{name}"', 1)[1]
+    return block.split('id="tools-', 1)[0].split('class="card definitions"', 1)[0]
+
+
+def test_it_puts_flagged_tools_first_and_lists_idle_ones_by_name(
+    agent_a: tuple[Agent, str], shop: Shop, console: Client
+) -> None:
+    run = make_run(agent_a[0])
+    make_call(run, "charge")  # a call in the last hour
+    voucher = make_call(run, "send_voucher", attempts=2)  # 2 requests for 1 call: flagged
+    attempt(voucher, 1, "retry", "failure")
+    attempt(voucher, 2)
+    earlier = timezone.now() - timedelta(hours=3)
+    make_call(run, "create_order", created_at=earlier, finished_at=earlier)  # not this hour
+    CircuitBreaker.objects.create(  # its cool-down is over: half-open
+        tool="reserve_stock", state="open", open_until=timezone.now() - timedelta(minutes=1)
+    )
+    Approval.objects.create(run=run, tool="send_notification", reason="policy", args_hash="x",
+                            expires_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+
+    html = console.get(PAGE).content.decode()
+
+    cards = re.findall(r'class="card metrics-card[^"]*" id="metrics-([^"]+)"', html)
+    # Flagged first, though it comes last in the catalog; then the catalog's order.
+    assert cards == ["send_voucher", "charge", "reserve_stock", "send_notification"]
+    assert "metrics-send_voucher" in section(html, "flagged")
+    assert "metrics-charge" not in section(html, "flagged")
+    assert "Active in the last hour" in section(html, "active")
+    idle = section(html, "idle")
+    assert "No calls in the last hour" in idle
+    for tool in ("create_order", "query_stock", "search_products"):
+        assert f'<a href="?tool={tool}&amp;window=hour"><code>{tool}</code></a>' in idle
+    assert '<code>release_stock</code></a> <span class="muted">(internal)</span>' in idle
+    for tool in cards:
+        assert f"?tool={tool}&amp;" not in idle
+    assert "Tools flagged: <strong" in html and 'flagged-count">1<' in html
+
+    # Over the day, the call of three hours ago makes create_order active.
+    day = console.get(PAGE, {"window": "day"}).content.decode()
+    assert 'id="metrics-create_order"' in day
+    assert "No calls in the last day" in section(day, "idle")
+    assert '<a href="?tool=query_stock&amp;window=day">' in section(day, "idle")
+
+    # An idle tool's own view still shows its full card.
+    own = console.get(PAGE, {"tool": "query_stock"}).content.decode()
+    assert "No calls in the last hour" in own
+    assert len(re.findall(r'class="tile[^"]*" data-figure=', own)) == 8
+    assert tile(own, "query_stock", "success").startswith("Success rate — 0 succeeded of 0")
 
 
 # -- the windows -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from toolops.permissions import console_required
 from toolops.views.common import HtmxHttpRequest, page_context
-from traces import thresholds, tiles
+from traces import thresholds, tiles, triage
 from traces.figures import tool_figures
 from traces.metrics import metrics_text
 
@@ -57,7 +57,8 @@ class MetricsQuery(forms.Form):
 @console_required
 def metrics_page(request: HtmxHttpRequest) -> HttpResponse:
     """Every tool's figures (or one tool's, `?tool=`) over the last hour or day
-    (`?window=hour|day`), with charts over both."""
+    (`?window=hour|day`), with charts over both: flagged tools first, then active ones,
+    then the idle ones by name (traces/triage.py)."""
     query = MetricsQuery(request.GET)
     if not query.is_valid():
         problems = [f"{name}: {error}" for name, errs in query.errors.items() for error in errs]
@@ -69,13 +70,13 @@ def metrics_page(request: HtmxHttpRequest) -> HttpResponse:
         figures = [f for f in figures if f.tool == only]
         if not figures:
             return _page(request, status=404, problems=[f"tool: no tool named “{only}”"])
-    cards = [tiles.card(f, scale) for f in figures]
+    sections = triage.sections(figures, scale)
     return _page(
         request,
         scale=scale,
         only=only,
-        cards=cards,
-        flagged=sum(1 for c in cards if c.flags),
+        sections=sections,
+        flagged=len(sections.flagged),
         dead_letters=sum(f.dead_letters_open for f in figures),
         approvals_pending=sum(f.approvals_pending for f in figures),
     )
@@ -87,6 +88,7 @@ def _page(request: HtmxHttpRequest, *, status: int = 200, **ctx: Any) -> HttpRes
         request,
         "metrics",
         windows=tiles.WINDOWS,
+        window_label=tiles.WINDOWS[ctx["scale"]],
         amplification_max=thresholds.AMPLIFICATION_MAX,
         rise_points=thresholds.HIT_RATE_RISE_POINTS * 100,
         rise_factor=thresholds.HIT_RATE_RISE_FACTOR,
