@@ -22,7 +22,13 @@ from .metrics import replay_noted  # noqa: F401
 # Spans: the stored rows exported through OpenTelemetry (spans.py, otel.py).
 from .otel import exporting as spans_exporting  # noqa: F401
 from .sensitive import redact  # noqa: F401
-from .spans import attempts_export, call_export, parent_span_of, replay_export  # noqa: F401
+from .spans import (  # noqa: F401
+    attempts_export,
+    call_export,
+    call_settled_export,
+    parent_span_of,
+    replay_export,
+)
 from .timeline import call_page_url  # noqa: F401
 from .vault import (  # noqa: F401
     args_open,

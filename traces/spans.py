@@ -12,6 +12,8 @@ failure as `error.type` (the reason, a fixed word)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -23,8 +25,14 @@ from django.utils import timezone
 from toolops.models import Attempt, ToolCall
 
 from . import otel
+from .sensitive import MARK as REDACTION_MARK
 
-_WAITING = (ToolCall.Status.IN_PROGRESS, ToolCall.Status.PENDING_APPROVAL)
+# Not ended: no call span yet. An unknown outcome is not an ending either: its span goes
+# out when the worker or a person settles it (its looks meanwhile, as children).
+_OPEN = (*ToolCall.WAITING, ToolCall.Status.UNKNOWN)
+# A tool the catalog does not have is named so in spans: the agent's made-up names would
+# otherwise be span names, unbounded (and free text).
+UNKNOWN_TOOL = "(unknown)"
 
 
 def parent_span_of(traceparent: str, trace_id: str) -> str:
@@ -44,13 +52,22 @@ def parent_span_of(traceparent: str, trace_id: str) -> str:
 
 
 def call_export(*, call: ToolCall, attempts: Sequence[Attempt] = ()) -> None:
-    """Export a finished call's span and its attempts' spans (off: nothing to do)."""
-    if not otel.exporting() or call.status in _WAITING:
+    """Export a call's attempts' spans and, once it has ended, its own (off: nothing)."""
+    if not otel.exporting():
         return
     trace_id = call.trace_id or call.run.trace_id
-    spans = [_call_span(call, trace_id)]
-    spans += _attempt_spans(call, trace_id, attempts)
-    _emit_on_commit(spans)
+    spans = _attempt_spans(call, trace_id, attempts)
+    if call.status not in _OPEN:
+        spans.append(_call_span(call, trace_id))
+    if spans:
+        _emit_on_commit(spans)
+
+
+def call_settled_export(*, call_pk: int) -> None:
+    """Export the span of a call whose unknown outcome was just settled (by the worker's
+    look or by a person), read as it now stands."""
+    if otel.exporting():
+        call_export(call=ToolCall.objects.select_related("run").get(pk=call_pk))
 
 
 def replay_export(*, call: ToolCall, traceparent: str, started: datetime) -> None:
@@ -85,7 +102,7 @@ def attempts_export(*, call: ToolCall, attempts: Sequence[Attempt]) -> None:
     at an unknown outcome): children of the call span already exported."""
     if not otel.exporting() or not attempts:
         return
-    otel.emit(_attempt_spans(call, call.trace_id or call.run.trace_id, attempts))
+    _emit_on_commit(_attempt_spans(call, call.trace_id or call.run.trace_id, attempts))
 
 
 def _ns(moment: datetime) -> int:
@@ -110,16 +127,17 @@ def _call_span(
 
     replayed = bool(span_id)
     ok = call.status == ToolCall.Status.SUCCEEDED
+    tool = _tool_name(call.tool)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.tool,
+        "gen_ai.tool.name": tool,
         "gen_ai.tool.call.id": call.tool_call_id,
         "toolops.run_id": call.run.run_id,
         "toolops.call_id": call.call_id,
         "toolops.step_index": call.step_index,
         "toolops.status": call.status,
         "toolops.replayed": replayed,
-        "toolops.args_hash": call.args_digest,
+        "toolops.args_hash": args_hash(call),
         "toolops.attempts": call.attempts,
     }
     if call.idempotency_key and _is_write(call):
@@ -138,7 +156,7 @@ def _call_span(
     start = start or call.created_at
     end = end or call.finished_at or timezone.now()
     return ReadableSpan(
-        name=f"execute_tool {call.tool}", context=_context(trace_id, span_id or call.span_id),
+        name=f"execute_tool {tool}", context=_context(trace_id, span_id or call.span_id),
         parent=parent, resource=otel.resource(), attributes=attributes, links=links,
         kind=SpanKind.INTERNAL, status=status, start_time=_ns(start),
         end_time=max(_ns(end), _ns(start)), instrumentation_scope=otel.scope(),
@@ -199,6 +217,22 @@ def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -
             )  # fmt: skip
         )
     return spans
+
+
+def args_hash(call: ToolCall) -> str:
+    """The args hash a span carries: the call's own when its args held nothing sensitive;
+    else a hash of the redacted args, so that a collector's data cannot confirm a guess
+    at a redacted value (an e-mail plus fixed text is small enough to guess)."""
+    stored = json.dumps(call.args, sort_keys=True, separators=(",", ":"), default=str)
+    if REDACTION_MARK not in stored:
+        return call.args_digest
+    return "redacted:" + hashlib.sha256(stored.encode()).hexdigest()
+
+
+def _tool_name(tool: str) -> str:
+    from toolops.tools import registry
+
+    return tool if registry.get(tool) is not None else UNKNOWN_TOOL
 
 
 def _is_write(call: ToolCall) -> bool:

@@ -73,7 +73,10 @@ def query_outcome(
         span_id = new_span_id()
         started = timezone.now()
         t0 = time.perf_counter()
-        outcome = send(qspec, call, run, qargs, attempt=n, span_id=span_id)
+        # In the call's trace: a compensation's is its own, not the run's.
+        outcome = send(
+            qspec, call, run, qargs, attempt=n, span_id=span_id, trace_id=call.trace_id or None
+        )
         rows.append(
             Attempt(
                 call=call,

@@ -56,10 +56,10 @@ def call_reconcile(*, call_pk: int) -> str:
 
     outcome, found, rows = query_outcome(spec, call, call.run)
     query = spec.query.tool
-    # The looks are children of the call span, which went out when the call was recorded.
-    traces.attempts_export(call=call, attempts=rows)
     with transaction.atomic():
         Attempt.objects.bulk_create(rows)
+        # The looks are children of the call span, which goes out when the call is settled.
+        traces.attempts_export(call=call, attempts=rows)
         traces.run_changed(run_pk=call.run_id)  # sent when this commits, whatever it settles
         pending = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN)
         if outcome is QueryResult.FOUND:
@@ -74,16 +74,18 @@ def call_reconcile(*, call_pk: int) -> str:
                 # Never a success without its undo: registered in the same transaction.
                 call.status = Status.SUCCEEDED
                 compensation_services.compensation_register(call=call, spec=spec)
+                traces.call_settled_export(call_pk=call.pk)  # its span, at last
             return "succeeded"
         if outcome is QueryResult.NOT_FOUND:
             # The write provably did not happen. The agent was told not to retry, so the
             # worker does not send it behind its back: it says so, and the agent decides.
-            pending.update(
+            if pending.update(
                 status=Status.FAILED, error_class="fatal",
                 error_message=f"{query} found no trace of it: it did not take effect",
                 feedback=feedback.not_applied(spec.name, query),
                 finished_at=timezone.now(), next_reconcile_at=None,
-            )  # fmt: skip
+            ):  # fmt: skip
+                traces.call_settled_export(call_pk=call.pk)
             return "failed"
         tries = call.reconcile_attempts + 1
         delay = min(RECONCILE_CAP_S, 5.0 * 2**tries)
@@ -130,6 +132,8 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
         if settled and succeeded:
             call.status = Status.SUCCEEDED
             compensation_services.compensation_register(call=call, spec=spec)
+        if settled:
+            traces.call_settled_export(call_pk=call.pk)
     return settled
 
 
