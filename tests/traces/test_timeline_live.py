@@ -73,7 +73,7 @@ def test_an_ended_runs_page_neither_polls_nor_listens(
 def test_run_changed_pushes_after_commit_and_only_with_redis(
     settings: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    with patch("toolops.live._send", autospec=True) as send:
+    with patch("toolops.live._enqueue", autospec=True) as enqueue:
         settings.REDIS_URL = ""
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             live.run_changed(run_pk=7)
@@ -82,10 +82,10 @@ def test_run_changed_pushes_after_commit_and_only_with_redis(
         settings.REDIS_URL = "redis://127.0.0.1:1/0"
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             live.run_changed(run_pk=7)
-            send.assert_not_called()  # not before the change commits
+            enqueue.assert_not_called()  # not before the change commits
         callbacks[0]()
 
-    send.assert_called_once_with("run-7", 7)
+    enqueue.assert_called_once_with("run-7", 7)
 
 
 def test_the_executor_tells_the_run_of_each_call_it_claims_and_records(
