@@ -62,6 +62,12 @@ def test_it_leaves_empty_values_and_ordinary_keys_alone() -> None:
         ("6011 0009 9013 9424 xx", f"{CARD_MARK} xx"),
         # Among other numbers: only whole groups make a card.
         ("order 12345 4111 1111 1111 1111 ok", f"order 12345 {CARD_MARK} ok"),
+        # Followed by a short group (an expiry, a CVC): the run is no card, the card in it is.
+        (f"card {CARD} 12/27", f"card {CARD_MARK} 12/27"),
+        ("4111111111111111 123", f"{CARD_MARK} 123"),
+        (f"card {CARD} 123", f"card {CARD_MARK} 123"),
+        # A quote before an address is not part of it.
+        ("write to 'ann@example.com' now", f"write to '{EMAIL_MARK}' now"),
         # Not Luhn-valid, too short, too long without separators: left alone.
         ("4111 1111 1111 1112", "4111 1111 1111 1112"),
         ("call 555-0100 or 12 34", "call 555-0100 or 12 34"),
