@@ -196,12 +196,18 @@ def redact_text(text: str, *, call: Any = None) -> str:
 
 def result_seal(call: Any, value: Any, *, spec: Any) -> None:
     """Set the call's result: redacted in `result`, its full form encrypted in
-    `result_sealed` when redaction changed anything, and in memory."""
+    `result_sealed` when redaction changed anything, and in memory. The values taken out
+    join the call's secrets (`secrets_of`), scrubbed from its messages from then on."""
     paths, schema = _rules(spec, result=True)
-    done = sensitive.redact_value(value, paths=paths, schema=schema, secrets=secrets_of(call))
+    inherited = secrets_of(call)
+    done = sensitive.redact_value(value, paths=paths, schema=schema, secrets=inherited)
     call.result = done.value
     call.result_sealed = seal(value) if done.changed else ""
     setattr(call, RESULT_MEMO, _Result(done.value, value))
+    if set(done.secrets) - set(inherited):
+        # What the result gave away is the call's secret too: the result schema's verdict
+        # (the call's error message) may quote it, and so may the undo mapped from it.
+        args_memo(call).secrets = sensitive.merged(inherited, done.secrets)
 
 
 def result_open(call: Any) -> Any:

@@ -19,8 +19,10 @@ from toolops.tools import registry
 EMAIL = "ann.lee@example.com"
 CARD = "4111 1111 1111 1111"  # Luhn-valid, with spaces
 API_KEY = "sk_live_9fQ2xVb7LmT4"
+# Only ever in a downstream's result (`/account` answers it), never in args.
+IBAN = "DE89370400440532013000"
 # How each may show up elsewhere: the card's digits without their spaces too.
-SECRETS = (EMAIL, CARD, CARD.replace(" ", ""), API_KEY)
+SECRETS = (EMAIL, CARD, CARD.replace(" ", ""), API_KEY, IBAN)
 SENSITIVE_ARGS = {"contact": EMAIL, "payment": CARD, "api_key": API_KEY}
 
 CATALOG = """
@@ -75,6 +77,14 @@ url = "{echo}/undo"
 params_schema = {{ type = "object" }}
 
 [[tool]]
+name = "open_account"
+kind = "idempotent_write"
+description = "Open an account; the result's iban breaks the result schema."
+url = "{echo}/account"
+params_schema = {{ type = "object" }}
+result_schema = {{ type = "object", properties = {{ iban = {{ type = "integer" }} }} }}
+
+[[tool]]
 name = "pay"
 kind = "irreversible"
 requires_approval = false
@@ -97,8 +107,9 @@ params_schema = {{ type = "object" }}
 
 
 class Echo:
-    """Answers 200 with `{"received": body, "note": "saved <body>"}`, or — per path,
-    queued with `plan` — another status with the body quoted in its `detail`."""
+    """Answers 200 with `{"received": body, "note": "saved <body>"}` (`/account`: with an
+    IBAN of its own), or — per path, queued with `plan` — another status with the body
+    quoted in its `detail`."""
 
     def __init__(self) -> None:
         self.received: list[tuple[str, Any]] = []
@@ -117,6 +128,8 @@ class Echo:
                 text = json.dumps(body)
                 if status == 200:
                     reply: dict[str, Any] = {"received": body, "note": f"saved {text}"}
+                    if self.path == "/account":
+                        reply["iban"] = IBAN
                 else:
                     reply = {"detail": f"cannot accept {text}"}
                 payload = json.dumps(reply).encode()

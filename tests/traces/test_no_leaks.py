@@ -28,6 +28,7 @@ from tests.traces.sensitive_fixtures import (
     API_KEY,
     CARD,
     EMAIL,
+    IBAN,
     SENSITIVE_ARGS,
     Echo,
     echo_fixture,  # noqa: F401
@@ -176,6 +177,20 @@ def test_nothing_sensitive_is_stored_shown_or_logged_and_the_agent_gets_its_resu
     assert "[redacted" in pages[0].content.decode()
     # The reviewer looked at the held call's full args: audited.
     assert FullArgsRead.objects.filter(purpose="approval", call_ref=held["call_id"]).count() == 1
+
+
+def test_a_result_failing_its_schema_does_not_quote_its_secrets(api: APIClient, echo: Echo) -> None:
+    create_run(api, "r-sens")
+
+    opened = call(api, 0, "open_account", {"holder": "Ann"})
+
+    # The schema's verdict quotes the value; the value was redacted from the result.
+    assert opened["status"] == "degraded" and opened["error"]["reason"] == "result_invalid"
+    assert "is not of type 'integer'" in opened["error"]["message"]
+    assert not leaks(opened["error"]["message"] + opened["feedback"]), opened
+    assert not leaks(stored_text())
+    # The agent still gets its own result whole.
+    assert opened["result"]["iban"] == IBAN
 
 
 def test_a_retried_call_sends_the_full_args_each_time(api: APIClient, echo: Echo) -> None:
