@@ -9,11 +9,9 @@ attempts and records. The number of queries does not grow with the run."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db.models import Prefetch, Q
 from django.urls import reverse
@@ -22,6 +20,7 @@ from django.utils import timezone
 from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
 from toolops.tools.spec import ToolSpec
+from toolops.views.common import pretty
 
 from .axis import Axis, Span, clock, stamp
 from .sensitive import redact
@@ -343,11 +342,6 @@ def _state(call: ToolCall) -> tuple[str, str]:
             return "waiting_retry", f"waiting for retry: reconciled again at {when}"
         return "needs_person", "outcome unknown: needs a person"
     return "done", ""
-
-
-def pretty(value: Any) -> str:
-    """`value` as indented JSON for a <pre>; None → empty."""
-    return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def call_page_url(call: ToolCall) -> str:

@@ -229,6 +229,14 @@ def test_args_are_shown_redacted_and_full_args_are_linked_only_with_the_permissi
     assert f'<a href="/console/calls/{secret.call_id}/args/">Full args</a>' in page
 
 
+def test_args_are_shown_as_every_console_page_shows_json() -> None:
+    from toolops.views import common
+    from traces import timeline
+
+    # One helper for every page: the run page must not drift from the others.
+    assert timeline.pretty is common.pretty
+
+
 # -- a long run: paging, deep links, a constant number of queries ----------------------
 
 
