@@ -4,17 +4,22 @@ records, after commit."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from html.parser import HTMLParser
 from typing import Any
 from unittest.mock import call as called
 from unittest.mock import patch
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from compensations.models import Compensation, Ticket
 from tests.conftest import Shop
 from tests.console.conftest import logged_in, make_call, make_run, make_user
-from toolops.models import Agent, Run
+from toolops.models import Agent, Approval, Run
 from traces import live
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +111,71 @@ def test_the_executor_tells_the_run_of_each_call_it_claims_and_records(
         run_changed.reset_mock()
         assert api.post("/api/v1/runs/r-hooks/complete").status_code == 200
         assert run_changed.call_args_list == [called(run_pk=run.pk)]
+
+
+class RunBody(HTMLParser):
+    """The links and forms inside #run-body, and whether it says the run can be aborted."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.depth = 0
+        self.links: list[str] = []
+        self.abortable: bool | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if self.depth == 0:
+            if tag == "div" and found.get("id") == "run-body":
+                self.depth = 1
+                self.abortable = "data-abortable" in found
+            return
+        self.depth += tag == "div"
+        self.links += [str(found[name]) for name in ("href", "action") if name in found]
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth and tag == "div":
+            self.depth -= 1
+
+
+def test_a_refreshed_run_body_has_the_links_of_the_full_page(
+    django_user_model: Any, agent_a: tuple[Agent, str], settings: Any
+) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Every role at once, and the permission to read full args: every link the page has.
+    everyone = make_user(django_user_model, "ada", "reviewers", "operators", "support")
+    everyone.user_permissions.add(Permission.objects.get(codename="view_full_args"))
+    now = timezone.now()
+    run = make_run(agent_a[0], "r-links")
+    reserve = make_call(run, "tc-1", 0, "reserve_stock", "succeeded")
+    compensation = Compensation.objects.create(
+        run=run, call=reserve, tool="release_stock", key="k" * 64, status="dead_lettered"
+    )
+    ticket = Ticket.objects.create(compensation=compensation, run=run, tool="release_stock",
+                                   reason=Ticket.Reason.DEAD_LETTERED)  # fmt: skip
+    lost = make_call(run, "tc-2", 1, "create_order", "unknown")
+    approval = Approval.objects.create(
+        run=run, tool="charge", reason="irreversible", args_hash="h",
+        expires_at=now + timedelta(hours=1),
+    )  # fmt: skip
+    held = make_call(run, "tc-3", 2, "charge", "pending_approval", approval=approval)
+    client = logged_in(everyone)
+    url = f"/console/runs/{run.pk}/"
+
+    full = RunBody(client.get(url).content.decode())
+    refreshed = RunBody(client.get(url, HTTP_HX_REQUEST="true").content.decode())
+
+    assert refreshed.links == full.links
+    assert refreshed.abortable is full.abortable is True
+    for link in (
+        f"/console/approvals/{approval.approval_id}/",  # reviewers
+        f"/console/unknown/{lost.pk}/settle/",  # operators
+        f"/console/tickets/{ticket.pk}/",  # support
+        f"/console/calls/{held.call_id}/args/",  # full args
+    ):
+        assert link in refreshed.links
+    # The run ends: the refreshed body no longer offers to abort it (the form outside the
+    # live region hides itself then).
+    Run.objects.filter(pk=run.pk).update(status="completed")
+    ended = RunBody(client.get(url, HTTP_HX_REQUEST="true").content.decode())
+    assert ended.abortable is False

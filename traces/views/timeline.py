@@ -15,6 +15,7 @@ from compensations.models import Compensation
 from toolops.models import Run, ToolCall
 from toolops.permissions import (
     can_abort_runs,
+    can_review,
     can_settle_unknown,
     can_work_tickets,
     console_required,
@@ -72,6 +73,7 @@ def _page(request: HtmxHttpRequest) -> int | None:
 
 
 def _context(request: HtmxHttpRequest, timeline: Timeline) -> dict[str, Any]:
+    """All that `run.html#run-body` needs: a refresh renders it without page_context."""
     run = timeline.run
     compensations = [
         CompensationRow(
@@ -93,6 +95,7 @@ def _context(request: HtmxHttpRequest, timeline: Timeline) -> dict[str, Any]:
         "live": timeline.live,
         "refresh_url": request.get_full_path(),
         "can_settle": can_settle_unknown(request.user),
+        "can_review": can_review(request.user),
         "can_work_tickets": can_work_tickets(request.user),
         "can_abort": can_abort_runs(request.user) and run.status in ABORTABLE,
         "can_view_full_args": request.user.has_perm("traces.view_full_args"),
