@@ -2,11 +2,13 @@
 run of 1,000 calls).
 
 `python bench/timeline.py` makes a run of 1,000 calls (every 10th retried twice, so three
-attempts; the run stopped at the 700th) in the database DATABASE_URL names, renders its
-page several times through Django's test client as a superuser — the whole stack but the
-socket: middleware, view, queries, template — and prints the median, with the live
-region's refresh and the number of queries. The run, its calls and the bench's agent and
-user are deleted afterwards. `timeline_render()` returns the same figures as a dict.
+attempts; the run stopped at the 700th, and each call before it registered a compensation)
+in the database DATABASE_URL names, renders its page several times through Django's test
+client as a superuser — the whole stack but the socket: middleware, view, queries,
+template — and prints the median, with the live region's refresh (also of page 7, whose
+calls all have compensations) and the number of queries. The run, its calls and the
+bench's agent and user are deleted afterwards. `timeline_render()` returns the same
+figures as a dict.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ def _setup() -> None:
     django.setup()
 
 
-def make_run(*, calls: int, stop_at: int | None) -> Any:
+def make_run(*, calls: int, stop_at: int | None, compensations: int = 0) -> Any:
     """A run of `calls` calls, one every 100 ms; every 10th with three attempts (two
     retried, with backoff); from `stop_at` on, that call failed and the later ones were
-    skipped. Bulk inserts: a few statements whatever the size."""
+    skipped. The first `compensations` calls each registered a compensation. Bulk
+    inserts: a few statements whatever the size."""
     from django.utils import timezone
 
+    from compensations.models import Compensation
     from toolops.models import Agent, Attempt, IdempotencyRecord, Run, ToolCall
     from toolops.services import agent_create
 
@@ -83,6 +87,19 @@ def make_run(*, calls: int, stop_at: int | None) -> Any:
         ))  # fmt: skip
     Attempt.objects.bulk_create(attempts, batch_size=1000)
     IdempotencyRecord.objects.bulk_create(records, batch_size=1000)
+    Compensation.objects.bulk_create(
+        [
+            Compensation(
+                run=run,
+                call=c,
+                tool="release_stock",
+                args={"reservation_id": f"res-{i}"},
+                key=uuid.uuid4().hex * 2,
+            )
+            for i, c in enumerate(rows[:compensations])
+        ],
+        batch_size=1000,
+    )
     return run
 
 
@@ -96,13 +113,15 @@ def timeline_render(*, calls: int = 1000, renders: int = 7) -> dict[str, Any]:
     from django.test.utils import CaptureQueriesContext
 
     from toolops.models import Agent, IdempotencyRecord
+    from traces.timeline import PAGE_SIZE
 
     user_model = get_user_model()
     user, made_user = user_model.objects.get_or_create(
         username=NAME, defaults={"is_superuser": True, "is_staff": True}
     )
     had_agent = Agent.objects.filter(name=NAME).exists()
-    run = make_run(calls=calls, stop_at=calls * 7 // 10)
+    stop_at = calls * 7 // 10
+    run = make_run(calls=calls, stop_at=stop_at, compensations=stop_at)
     keys = list(run.calls.values_list("idempotency_key", flat=True))
     try:
         client = Client(SERVER_NAME="127.0.0.1")
@@ -111,6 +130,11 @@ def timeline_render(*, calls: int = 1000, renders: int = 7) -> dict[str, Any]:
         client.get(url)  # warm-up: templates compiled, catalog loaded
         page = _times(client, url, renders)
         refresh = _times(client, url, renders, HTTP_HX_REQUEST="true")
+        refreshed = client.get(url, HTTP_HX_REQUEST="true")
+        # The page before the stop (page 7 of 1,000 calls): every call on it has an undo.
+        undone_url = f"{url}?page={stop_at // PAGE_SIZE}"
+        undone = _times(client, undone_url, renders, HTTP_HX_REQUEST="true")
+        undone_bytes = len(client.get(undone_url, HTTP_HX_REQUEST="true").content)
         with CaptureQueriesContext(connection) as queries:
             response = client.get(url)
         assert response.status_code == 200, response.status_code
@@ -121,6 +145,9 @@ def timeline_render(*, calls: int = 1000, renders: int = 7) -> dict[str, Any]:
             "page_ms_median": round(statistics.median(page), 1),
             "page_ms": [round(t, 1) for t in page],
             "refresh_ms_median": round(statistics.median(refresh), 1),
+            "refresh_bytes": len(refreshed.content),
+            "undone_refresh_ms_median": round(statistics.median(undone), 1),
+            "undone_refresh_bytes": undone_bytes,
             "queries": len(queries.captured_queries),
             "bytes": len(response.content),
             "database": connection.vendor,
@@ -162,7 +189,12 @@ def main() -> None:
         f"max {max(figures['page_ms'])}), {figures['queries']} queries, "
         f"{figures['bytes'] // 1024} KiB  [{verdict}: target < 300 ms]"
     )
-    print(f"live region refresh: median {figures['refresh_ms_median']} ms")
+    print(
+        f"live region refresh: median {figures['refresh_ms_median']} ms, "
+        f"{figures['refresh_bytes'] // 1024} KiB; on a page of calls that all registered a "
+        f"compensation: median {figures['undone_refresh_ms_median']} ms, "
+        f"{figures['undone_refresh_bytes'] // 1024} KiB"
+    )
 
 
 if __name__ == "__main__":

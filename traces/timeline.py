@@ -163,6 +163,7 @@ class Timeline:
     live: bool
     stop_page: int | None
     pages: dict[str, int]  # call_id → the page that shows it
+    call_pages: dict[int, int]  # the same, by the call's pk
 
     @property
     def stop_href(self) -> str:
@@ -222,7 +223,8 @@ def timeline_build(
     live = run.status in live_statuses
     axis = _axis(run, light, full.values(), now=now, live=live)
 
-    pages = {call_id: index // PAGE_SIZE + 1 for call_id, index in position.items()}
+    call_pages = {c.pk: index // PAGE_SIZE + 1 for index, c in enumerate(light)}
+    pages = {c.call_id: call_pages[c.pk] for c in light}
 
     by_call_id = {c.call_id: c for c in light}
     undone_by: dict[str, list[ToolCall]] = {}
@@ -255,6 +257,7 @@ def timeline_build(
         stop=stop_lane, why=why_stopped(run, full.get(stop.pk) if stop else None),
         budget=budget_lines(run, agent), live=live,
         stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
+        call_pages=call_pages,
     )  # fmt: skip
 
 

@@ -165,10 +165,11 @@ def add_calls(run: Run, count: int) -> None:
 
 # session, user, the user's groups, the run with its agent, all its calls (a few columns),
 # the shown calls whole (with who settled them and their approvals), their attempts, their
-# idempotency records, its compensations (with their calls and tickets), the user's two
-# permission lookups (may they read full args?), the nav's three counts (unknown
-# outcomes, open tickets, pending approvals).
-RUN_DETAIL_QUERIES = 14
+# idempotency records, all its compensations (a few columns: their totals), the shown
+# calls' compensations (with their calls and tickets), the user's two permission lookups
+# (may they read full args?), the nav's three counts (unknown outcomes, open tickets,
+# pending approvals).
+RUN_DETAIL_QUERIES = 15
 
 
 @pytest.mark.parametrize("extra_calls", [0, 25])

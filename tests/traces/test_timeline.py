@@ -14,6 +14,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
+from compensations.models import Compensation
 from tests.console.conftest import logged_in, make_attempt, make_call, make_record, make_run
 from tests.console.conftest import make_user as make_console_user
 from toolops.models import Agent, Approval, Attempt, IdempotencyRecord, Run, ToolCall
@@ -240,9 +241,12 @@ def test_args_are_shown_as_every_console_page_shows_json() -> None:
 # -- a long run: paging, deep links, a constant number of queries ----------------------
 
 
-def make_long_run(agent: Agent, count: int, *, stop_at: int | None = None) -> Run:
+def make_long_run(
+    agent: Agent, count: int, *, stop_at: int | None = None, compensations: int = 0
+) -> Run:
     """`count` calls, one a second; every 10th with three attempts (two retried). From
-    `stop_at` on: that call failed, the later ones skipped."""
+    `stop_at` on: that call failed, the later ones skipped. The first `compensations`
+    calls each registered a compensation."""
     run = make_run(agent, f"r-long-{count}", created_at=T0)
     calls = []
     for i in range(count):
@@ -270,13 +274,18 @@ def make_long_run(agent: Agent, count: int, *, stop_at: int | None = None) -> Ru
         ))  # fmt: skip
     Attempt.objects.bulk_create(attempts)
     IdempotencyRecord.objects.bulk_create(records)
+    Compensation.objects.bulk_create(
+        Compensation(run=run, call=c, tool="release_stock", key=c.idempotency_key)
+        for c in calls[:compensations]
+    )
     return run
 
 
 # session, user, the user's groups, the run with its agent, all its calls (a few columns),
-# the shown calls whole, their attempts, their idempotency records, its compensations, the
-# user's two permission lookups (may they read full args?), the nav's three counts.
-TIMELINE_QUERIES = 14
+# the shown calls whole, their attempts, their idempotency records, all its compensations
+# (a few columns), the shown calls' compensations whole, the user's two permission lookups
+# (may they read full args?), the nav's three counts.
+TIMELINE_QUERIES = 15
 
 
 @pytest.mark.parametrize("page", ["", "?page=1", "?page=10"])
@@ -284,7 +293,7 @@ def test_a_run_of_1000_calls_is_shown_in_a_constant_number_of_queries(
     reviewer_client: Client, agent_a: tuple[Agent, str], django_assert_num_queries: Any,
     page: str,
 ) -> None:  # fmt: skip
-    run = make_long_run(agent_a[0], 1000, stop_at=650)
+    run = make_long_run(agent_a[0], 1000, stop_at=650, compensations=650)
 
     with django_assert_num_queries(TIMELINE_QUERIES):
         response = reviewer_client.get(f"/console/runs/{run.pk}/{page}")

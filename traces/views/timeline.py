@@ -3,7 +3,6 @@ while the run can change; and `/console/calls/<call_id>/`, a deep link to one ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseRedirect
@@ -11,7 +10,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from compensations.models import Compensation
 from toolops.models import Run, ToolCall
 from toolops.permissions import (
     can_abort_runs,
@@ -27,19 +25,11 @@ from toolops.views.common import (
     live_context,
     page_context,
 )
+from traces.compensated import compensations_build
 from traces.live import run_push_path
 from traces.timeline import Timeline, call_page_url, timeline_build
 
 ABORTABLE = (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED)
-
-
-@dataclass
-class CompensationRow:
-    """A compensation, with links to the call it undoes and its latest undo call."""
-
-    compensation: Compensation
-    call_href: str
-    undo_href: str
 
 
 @require_GET
@@ -75,23 +65,13 @@ def _page(request: HtmxHttpRequest) -> int | None:
 def _context(request: HtmxHttpRequest, timeline: Timeline) -> dict[str, Any]:
     """All that `run.html#run-body` needs: a refresh renders it without page_context."""
     run = timeline.run
-    compensations = [
-        CompensationRow(
-            c,
-            timeline.href(c.call.call_id),
-            timeline.href(c.undo_call.call_id) if c.undo_call else "",
-        )
-        for c in Compensation.objects.filter(run=run)
-        .select_related("call", "undo_call", "ticket")
-        .order_by("-pk")
-    ]
     return {
         "run": run,
         "timeline": timeline,
         "rows": timeline.rows,
         "stop": timeline.stop,
         "last_succeeded": timeline.last_succeeded.tool_call_id if timeline.last_succeeded else None,
-        "compensations": compensations,
+        "compensations": compensations_build(timeline=timeline),
         "live": timeline.live,
         "refresh_url": request.get_full_path(),
         "can_settle": can_settle_unknown(request.user),
