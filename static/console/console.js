@@ -29,21 +29,40 @@
 // (hx-trigger="live-changed from:body") fetches itself again. Reconnects with growing
 // pauses if the socket drops, and fetches again then: a change pushed while it was down
 // was never heard.
+//
+// A busy run pushes several changes a second, and every page open on it would fetch its
+// region back to back. So a page fetches at most once per REFRESH_GAP_MS: the first change
+// at once, the changes after it folded into one fetch at the end of the gap — always
+// after the last change, so the page never stays behind. (htmx's `throttle:` drops the
+// changes inside the gap instead, the last one too.)
 (function () {
   "use strict";
   const body = document.body;
   if (!body || !body.dataset.push) { return; }
+  const REFRESH_GAP_MS = 1000;
   let pause = 1000;
   let dropped = false;
+  let fetchedAt = 0;
+  let due = null;  // the timer of the fetch that ends the gap
+  function fetchNow() {
+    due = null;
+    fetchedAt = Date.now();
+    htmx.trigger(body, "live-changed");
+  }
+  function changed() {
+    if (due !== null) { return; }  // a fetch is due: it will show this change too
+    const wait = fetchedAt + REFRESH_GAP_MS - Date.now();
+    if (wait <= 0) { fetchNow(); } else { due = setTimeout(fetchNow, wait); }
+  }
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(scheme + "//" + window.location.host + body.dataset.push);
     socket.onopen = function () {
       pause = 1000;
       body.dataset.pushConnected = "1";
-      if (dropped) { htmx.trigger(body, "live-changed"); }
+      if (dropped) { changed(); }
     };
-    socket.onmessage = function () { htmx.trigger(body, "live-changed"); };
+    socket.onmessage = changed;
     socket.onclose = function (event) {
       delete body.dataset.pushConnected;
       dropped = true;

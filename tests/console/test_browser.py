@@ -1,6 +1,7 @@
 """The console in a real browser (Chromium through Playwright): log in, find a run by a
 tool_call_id, open it, read its calls and attempts, and watch it refresh while running;
-settle an unknown outcome, and force a circuit breaker open and reset it."""
+settle an unknown outcome, and force a circuit breaker open and reset it; a live page told
+of many changes fetches itself about once a second, the last change included."""
 
 from __future__ import annotations
 
@@ -227,3 +228,53 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     expect(order.locator(".badge.forced")).to_have_count(0)
     assert not CircuitBreaker.objects.get(tool="create_order").forced
     assert LogEntry.objects.filter(content_type__model="circuitbreaker").count() == 2
+
+
+def test_a_live_page_told_of_many_changes_fetches_at_most_once_a_second(
+    live_server: Any, transactional_db: None, django_user_model: Any, agent_a: Any,
+    browser_page: Any, settings: Any,
+) -> None:  # fmt: skip
+    from playwright.sync_api import expect
+
+    # The page is told of changes over its socket; the test stands in for the server.
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # only read as "set" by the page
+    make_user(django_user_model, "rita", "reviewers")
+    run = make_run(agent_a[0], "r-busy")
+    make_call(run, "tc-0", 0, "query_stock", "succeeded")
+    page = browser_page
+    page.add_init_script(
+        "window.__sockets = []; window.__fetches = [];"
+        "window.WebSocket = function (url) {"
+        "  const socket = { url: url, close: function () {} };"
+        "  window.__sockets.push(socket);"
+        "  setTimeout(function () { socket.onopen(); }, 0);"
+        "  return socket; };"
+        "document.addEventListener('htmx:beforeRequest', function () {"
+        "  window.__fetches.push(performance.now()); });"
+    )
+    page.goto(f"{live_server.url}/console/runs/{run.pk}/")
+    page.get_by_label("User name").fill("rita")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name=re.compile("Run r-busy"))).to_be_visible()
+    page.wait_for_function("document.body.dataset.pushConnected === '1'")
+    assert page.locator("#run-body").get_attribute("data-live") == "push"
+
+    # A busy run: a change every 50 ms for 2 s, and a new call made before the last one.
+    page.evaluate(
+        "async () => { for (let i = 0; i < 40; i++) {"
+        "  window.__sockets[0].onmessage({ data: '{}' });"
+        "  await new Promise((done) => setTimeout(done, 50)); } }"
+    )
+    late = make_call(run, "tc-late", 1, "reserve_stock", "succeeded")
+    told = page.evaluate("window.__sockets[0].onmessage({ data: '{}' }); performance.now()")
+
+    # The last change is shown, fetched at the end of its gap...
+    expect(page.locator(f"#call-{late.call_id}")).to_be_visible(timeout=3_000)
+    # ...and the page fetched about once a second, not 41 times.
+    page.wait_for_timeout(1_200)
+    fetches = page.evaluate("window.__fetches")
+    assert 2 <= len(fetches) <= 4, fetches
+    gaps = [b - a for a, b in zip(fetches, fetches[1:], strict=False)]
+    assert all(gap >= 990 for gap in gaps), gaps
+    assert fetches[-1] >= told
