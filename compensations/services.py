@@ -44,13 +44,16 @@ def compensation_build(*, call: ToolCall, spec: ToolSpec) -> Compensation | None
     from toolops.executor.reconcile import resolve_mapping
 
     missing: list[str] = []
-    args = resolve_mapping(spec.compensation, spec, call, missing)
+    cannot = f"{call.tool} succeeded but its undo {spec.compensation.tool} cannot be built"
     problem = ""
-    if missing:
-        problem = (
-            f"{call.tool} succeeded but its undo {spec.compensation.tool} cannot be built: "
-            f"{', '.join(missing)} not found in the call"
-        )
+    try:
+        args = resolve_mapping(spec.compensation, spec, call, missing)
+    except traces.SealedArgsUnavailable as exc:
+        # Mapped from placeholders, the undo would undo nothing: a ticket says why instead.
+        args, problem = {}, f"{cannot}: {exc}"
+    else:
+        if missing:
+            problem = f"{cannot}: {', '.join(missing)} not found in the call"
     key = idempotency_key(
         run_id=f"undo/{call.call_id}", step_index=call.step_index, tool=spec.compensation.tool,
         canonical_args=canonical_json(args),
@@ -170,12 +173,17 @@ def compensation_run_next(*, run_pk: int) -> bool:
         current.rounds += 1
     from toolops.executor.undo import undo_execute
 
+    args, problem = None, current.problem
+    try:
+        args = traces.args_open(current)
+    except traces.SealedArgsUnavailable as exc:
+        # The round fails with nothing sent, and dead-letters into a ticket that says why.
+        problem = f"{exc}; nothing was sent"
     # Reverse order holds because only the newest open compensation is ever run; an
     # older one waits until it has succeeded or been dead-lettered.
     undo = undo_execute(
-        run=current.run, undoes=current.call, tool=current.tool,
-        args=traces.args_open(current),
-        problem=current.problem, key=current.key, round_number=current.rounds,
+        run=current.run, undoes=current.call, tool=current.tool, args=args,
+        problem=problem, key=current.key, round_number=current.rounds,
         trace_id=current.trace_id,
     )  # fmt: skip
     if undo is None:

@@ -1,5 +1,6 @@
 """`manage.py check` validates the tool catalog: a bad file is an error naming the tool
-and field; an unsafe write nobody can reconcile is a warning."""
+and field; an unsafe write nobody can reconcile is a warning. It also warns of settings
+that work on one machine and fail on several."""
 
 from __future__ import annotations
 
@@ -41,5 +42,26 @@ def check_https(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
             "TOOLOPS_HTTPS is off: cookies are not secure and there is no HSTS or SSL redirect.",
             hint="Set TOOLOPS_HTTPS=1 when ToolOps is served over HTTPS.",
             id="toolops.W002",
+        )
+    ]
+
+
+@checks.register("toolops")
+def check_args_keys(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    # Without TOOLOPS_ARGS_KEYS each host makes a key of its own in its data directory.
+    # On PostgreSQL, processes on several hosts are likely: a worker then cannot decrypt
+    # what a web process sealed, and a call it should send, look up or undo fails instead.
+    if settings.TOOLOPS_ARGS_KEYS_SET:
+        return []
+    if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        return []
+    return [
+        checks.Warning(
+            "TOOLOPS_ARGS_KEYS is not set: this host made its own key for sealing args "
+            f"({settings.DATA_DIR / 'args_keys'}); processes on other hosts cannot decrypt "
+            "what it seals.",
+            hint="Set TOOLOPS_ARGS_KEYS to the same keys on every host (docs/sensitive-data.md "
+            '"Keys and rotation"); the key made here can be copied from its file.',
+            id="toolops.W003",
         )
     ]

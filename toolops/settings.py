@@ -345,6 +345,8 @@ TOOLOPS_METRICS_TOKEN = os.getenv("TOOLOPS_METRICS_TOKEN", "").strip()
 # The keys that seal full args and results at rest (traces/vault.py): the first encrypts,
 # every one decrypts; rotate with `manage.py rotate_args_keys`.
 TOOLOPS_ARGS_KEYS = args_keys(DATA_DIR)
+# Unset, the key above was made on this host (checks.py warns where that will not do).
+TOOLOPS_ARGS_KEYS_SET = bool(os.getenv("TOOLOPS_ARGS_KEYS", "").strip())
 
 LOGGING = {
     "version": 1,

@@ -18,6 +18,10 @@ class FullArgs:
     result: Any
     # False when the stored args and result were never redacted: nothing was sealed.
     redacted: bool
+    # Why the args or the result shown are the redacted ones: they could not be decrypted
+    # (a page must say so, never pass placeholders off as the real values). "" if not.
+    args_problem: str = ""
+    result_problem: str = ""
 
 
 def full_args_read(*, call: ToolCall, user: Any, purpose: str) -> FullArgs:
@@ -32,4 +36,10 @@ def full_args_read(*, call: ToolCall, user: Any, purpose: str) -> FullArgs:
         purpose=purpose,
     )
     redacted = bool(call.result_sealed) or sensitive.has_mark(call.args)
-    return FullArgs(args=vault.args_open(call), result=vault.result_open(call), redacted=redacted)
+    args, args_problem = vault.args_read(call)
+    result, result_problem = vault.result_read(call)
+    return FullArgs(
+        args=args, result=result, redacted=redacted,
+        args_problem=args_problem.reason if args_problem else "",
+        result_problem=result_problem.reason if result_problem else "",
+    )  # fmt: skip

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 # Sensitive data (audit.py, sensitive.py, vault.py): redaction wherever args, results and
 # errors are stored, exported, logged or shown; the full forms sealed at rest, read back by
-# the executor (args_open, result_open) and by people only through full_args_read, audited.
+# the executor (args_open, result_open: they raise SealedArgsUnavailable rather than give
+# the redacted forms to send) and by people only through full_args_read, audited;
+# result_read gives the agent its result, or says why it cannot.
 from .audit import FullArgs, full_args_read  # noqa: F401
 
 # The run page (live.py, timeline.py): the executor tells a run's open pages of each change
@@ -31,10 +33,12 @@ from .spans import (  # noqa: F401
 )
 from .timeline import call_page_url  # noqa: F401
 from .vault import (  # noqa: F401
+    SealedArgsUnavailable,
     args_open,
     args_seal,
     redact_text,
     result_open,
+    result_read,
     result_seal,
     sealed_row,
     sealed_save,

@@ -12,7 +12,13 @@ In memory, a call (or compensation) keeps its full args and result beside the re
 fields, remembered together with the exact redacted object they belong to: if the field
 is re-read from the database (`refresh_from_db`) or replaced, the memory no longer
 applies and the full form is read from the vault again. Model fields therefore always
-hold what may be stored, exported and shown."""
+hold what may be stored, exported and shown.
+
+What cannot be opened (a key this process lacks, a row gone) is never replaced by the
+stored forms where something will be sent: `args_open` and `result_open` raise
+SealedArgsUnavailable, and each path of the executor ends, looks or undoes accordingly
+(docs/sensitive-data.md). `args_read` and `result_read` give the stored forms with the
+reason, for a page or an answer that must say so."""
 
 from __future__ import annotations
 
@@ -37,6 +43,29 @@ RESULT_MEMO = "_toolops_result"
 
 class VaultError(Exception):
     pass
+
+
+class SealedArgsUnavailable(Exception):
+    """The executor needs a call's (or compensation's) full args or result and the vault
+    cannot give them back. Nothing may be sent in their place: the stored forms hold
+    placeholders ("[redacted email]"), which a downstream would take at their word — a
+    look-up would find nothing, an undo would undo nothing."""
+
+    def __init__(self, obj: Any, what: str, cause: str) -> None:
+        self.what = what  # "args" or "result"
+        self.cause = cause
+        self.label = _label(obj)
+        super().__init__(f"the full {what} of {self.label} {cause}")
+
+    @property
+    def reason(self) -> str:
+        """The same, said of the call itself (for its own error message)."""
+        return f"its full {self.what} {self.cause}"
+
+
+def _lost_key(what: str) -> str:
+    they = "they were" if what == "args" else "it was"
+    return f"could not be decrypted — TOOLOPS_ARGS_KEYS lacks the key {they} sealed with"
 
 
 # -- encryption ---------------------------------------------------------------------------
@@ -82,15 +111,17 @@ def rotate(token: str) -> str:
 @dataclass
 class _Args:
     shown: Any  # the redacted object this memory belongs to
-    full: Any
+    full: Any  # the stored (redacted) args when `problem` is set
     secrets: tuple[str, ...] | None  # None: not looked for yet
     row: SealedArgs | None  # to be written with the call row
+    problem: SealedArgsUnavailable | None = None
 
 
 @dataclass
 class _Result:
     shown: Any
     full: Any
+    problem: SealedArgsUnavailable | None = None
 
 
 def _vault_key(obj: Any) -> str:
@@ -125,37 +156,58 @@ def args_seal(obj: Any, *, spec: Any, source: Any = None) -> None:
     paths, schema = _rules(spec)
     done = sensitive.redact_value(full, paths=paths, schema=schema, secrets=inherited)
     obj.args = done.value
-    row = SealedArgs(digest=_vault_key(obj), token=seal(full)) if done.changed else None
+    # Args that hold a mark of their own ("[redacted]" quoted from an error message) are
+    # sealed too: a stored mark then always has a row behind it, and a row missing is a
+    # row lost, never args that were whole.
+    sealed = done.changed or sensitive.has_mark(full)
+    row = SealedArgs(digest=_vault_key(obj), token=seal(full)) if sealed else None
     setattr(obj, ARGS_MEMO, _Args(done.value, full, sensitive.merged(done.secrets, inherited), row))
 
 
 def args_memo(obj: Any) -> _Args:
     """The full args of `obj`: from memory, or — for a row read from the database —
-    from the vault when the stored args hold a redaction mark."""
+    from the vault when the stored args hold a redaction mark. When the vault cannot give
+    them back, the stored (redacted) args with the `problem`: fit to show and to scrub
+    text with, never to send (`args_open` refuses)."""
     memo: _Args | None = getattr(obj, ARGS_MEMO, None)
     if memo is not None and memo.shown is obj.args:
         return memo
     shown = obj.args
     full = shown
+    problem = None
     if sensitive.has_mark(shown):
         row = SealedArgs.objects.filter(pk=_vault_key(obj)).first()
-        try:
-            if row is None:
-                raise VaultError("its row is gone")
-            full = unseal(row.token)
-        except VaultError as exc:
-            # Never guess: the redacted args are what is left, and the downstream will
-            # refuse them rather than act on someone else's values.
-            log.error("the full args of %s cannot be read: %s", _label(obj), exc)
+        if row is None:
+            problem = SealedArgsUnavailable(obj, "args", "are missing: their vault row is gone")
+            log.error("%s", problem)
+        else:
+            try:
+                full = unseal(row.token)
+            except VaultError:
+                problem = SealedArgsUnavailable(obj, "args", _lost_key("args"))
+                log.error("%s (every process must share TOOLOPS_ARGS_KEYS)", problem)
     # Its sensitive values are found only when something asks (secrets_of): reading the
     # full args needs no look at the catalog.
-    memo = _Args(shown, full, None, None)
+    memo = _Args(shown, full, None, None, problem)
     setattr(obj, ARGS_MEMO, memo)
     return memo
 
 
 def args_open(obj: Any) -> Any:
-    return args_memo(obj).full
+    """The full args of `obj`, to send (the executor). Raises SealedArgsUnavailable when
+    the vault cannot give them back: the stored args hold placeholders, and sending those
+    would act on — or look for — values nobody has."""
+    memo = args_memo(obj)
+    if memo.problem is not None:
+        raise memo.problem
+    return memo.full
+
+
+def args_read(obj: Any) -> tuple[Any, SealedArgsUnavailable | None]:
+    """The full args of `obj`, to show: or, when the vault cannot give them back, the
+    stored (redacted) ones and why (the page must say so)."""
+    memo = args_memo(obj)
+    return memo.full, memo.problem
 
 
 def sealed_row(obj: Any) -> SealedArgs | None:
@@ -210,20 +262,38 @@ def result_seal(call: Any, value: Any, *, spec: Any) -> None:
         args_memo(call).secrets = sensitive.merged(inherited, done.secrets)
 
 
-def result_open(call: Any) -> Any:
+def result_read(call: Any) -> tuple[Any, SealedArgsUnavailable | None]:
+    """The call's full result: or, when it cannot be decrypted, the stored (redacted) one
+    and why."""
     memo: _Result | None = getattr(call, RESULT_MEMO, None)
     if memo is not None and memo.shown is call.result:
-        return memo.full
+        return memo.full, memo.problem
     if not call.result_sealed:
-        return call.result
+        return call.result, None
+    problem = None
     try:
         full = unseal(call.result_sealed)
-    except VaultError as exc:
-        log.error("the full result of %s cannot be read: %s", _label(call), exc)
-        return call.result
-    setattr(call, RESULT_MEMO, _Result(call.result, full))
+    except VaultError:
+        full = call.result
+        problem = SealedArgsUnavailable(call, "result", _lost_key("result"))
+        log.error("%s (every process must share TOOLOPS_ARGS_KEYS)", problem)
+    setattr(call, RESULT_MEMO, _Result(call.result, full, problem))
+    return full, problem
+
+
+def result_open(call: Any) -> Any:
+    """The call's full result, to build on (an undo's args). Raises SealedArgsUnavailable
+    when it cannot be decrypted."""
+    full, problem = result_read(call)
+    if problem is not None:
+        raise problem
     return full
 
 
 def _label(obj: Any) -> str:
-    return str(getattr(obj, "call_id", None) or f"compensation {obj.pk}")
+    from toolops.models import ToolCall
+
+    if isinstance(obj, ToolCall):
+        return f"call {obj.call_id}"
+    # A compensation: its `call_id` is the id of the call it undoes, not a call_id.
+    return f"compensation #{obj.pk} ({obj.tool})"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,9 +28,26 @@ def test_it_passes_the_deploy_check_with_https_and_a_real_key(tmp_path: Path) ->
     result = run_manage(
         "check", "--deploy", "--fail-level", "WARNING",
         TOOLOPS_HTTPS="1", DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
-        TOOLOPS_DATA_DIR=str(tmp_path),
+        TOOLOPS_ARGS_KEYS=Fernet.generate_key().decode(), TOOLOPS_DATA_DIR=str(tmp_path),
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_it_warns_of_a_host_made_args_key_on_postgresql_only(tmp_path: Path) -> None:
+    env = {"TOOLOPS_DATA_DIR": str(tmp_path), "TOOLOPS_ARGS_KEYS": ""}
+
+    shared = run_manage("check", DATABASE_URL="postgres:///toolops", **env)
+    alone = run_manage("check", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", **env)
+    keyed = run_manage(
+        "check", DATABASE_URL="postgres:///toolops",
+        **{**env, "TOOLOPS_ARGS_KEYS": Fernet.generate_key().decode()},
+    )  # fmt: skip
+
+    # Several hosts are likely on PostgreSQL, and each would make a key of its own.
+    assert "toolops.W003" in shared.stdout + shared.stderr
+    assert "TOOLOPS_ARGS_KEYS is not set" in shared.stdout + shared.stderr
+    assert "toolops.W003" not in alone.stdout + alone.stderr
+    assert "toolops.W003" not in keyed.stdout + keyed.stderr
 
 
 def test_it_warns_in_the_deploy_check_without_https(tmp_path: Path) -> None:

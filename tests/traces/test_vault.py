@@ -22,7 +22,7 @@ from toolops.models import ToolCall
 from toolops.settings import args_keys, fernet_keys
 from traces import services as traces
 from traces.models import SealedArgs
-from traces.vault import VaultError, seal, unseal
+from traces.vault import SealedArgsUnavailable, VaultError, args_read, seal, unseal
 
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 FULL_ARGS = {"contact": "ann@example.com", "sku": "A12"}
@@ -94,14 +94,61 @@ def test_rotate_reports_rows_no_key_opens_and_refuses_a_bad_batch_size(
 
 
 @pytest.mark.django_db
-def test_a_missing_vault_row_leaves_the_redacted_args(agent_a: Any, caplog: Any) -> None:
+def test_a_missing_vault_row_is_refused_to_the_executor_and_shown_redacted(
+    agent_a: Any, caplog: Any
+) -> None:
     call = sealed_call(agent_a[0])
     SealedArgs.objects.all().delete()
 
     fresh = ToolCall.objects.get(pk=call.pk)
 
-    assert traces.args_open(fresh) == {"contact": "[redacted email]", "sku": "A12"}
-    assert "cannot be read" in caplog.text and "ann@" not in caplog.text
+    with pytest.raises(SealedArgsUnavailable) as refused:
+        traces.args_open(fresh)
+    assert str(refused.value) == (
+        f"the full args of call {call.call_id} are missing: their vault row is gone"
+    )
+    # For a page: the stored args, and why.
+    args, problem = args_read(fresh)
+    assert args == {"contact": "[redacted email]", "sku": "A12"} and problem is refused.value
+    assert call.call_id in caplog.text and "ann@" not in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_vault_sealed_with_another_key_is_refused_naming_the_call_and_the_key(
+    settings: Any, agent_a: Any
+) -> None:
+    settings.TOOLOPS_ARGS_KEYS = [OLD]
+    call = sealed_call(agent_a[0])
+    # A worker on another host, with a key of its own.
+    settings.TOOLOPS_ARGS_KEYS = [NEW]
+    fresh = ToolCall.objects.get(pk=call.pk)
+
+    with pytest.raises(SealedArgsUnavailable) as args:
+        traces.args_open(fresh)
+    with pytest.raises(SealedArgsUnavailable) as result:
+        traces.result_open(fresh)
+
+    lacks = "could not be decrypted — TOOLOPS_ARGS_KEYS lacks the key"
+    assert str(args.value) == f"the full args of call {call.call_id} {lacks} they were sealed with"
+    assert args.value.reason == f"its full args {lacks} they were sealed with"
+    assert result.value.reason == f"its full result {lacks} it was sealed with"
+    assert traces.result_read(fresh) == (fresh.result, result.value)
+    # Unsealed args (nothing redacted) need no key.
+    plain = make_call(fresh.run, "tc-2", 1, "save", "succeeded", args={"sku": "A12"})
+    assert traces.args_open(plain) == {"sku": "A12"}
+
+
+@pytest.mark.django_db
+def test_args_quoting_a_mark_of_their_own_are_sealed_so_none_is_taken_for_lost(
+    agent_a: Any,
+) -> None:
+    run = make_run(agent_a[0], "r-v")
+    args = {"note": "the error said [redacted email]"}
+    call = make_call(run, "tc-1", 0, "save", "succeeded", args=dict(args))
+    traces.args_seal(call, spec=None)
+    traces.sealed_save(call)
+
+    assert traces.args_open(ToolCall.objects.get(pk=call.pk)) == args
 
 
 @pytest.mark.parametrize(
@@ -133,6 +180,7 @@ def test_without_the_variable_one_key_is_made_and_kept(tmp_path: Path, monkeypat
     path = tmp_path / "args_keys"
     assert path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["args_keys"]
+
 
 
 def test_a_process_with_a_bad_key_does_not_start(tmp_path: Path) -> None:

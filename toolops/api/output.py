@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from toolops.approvals.services import approval_out
+from toolops.executor import feedback
 from toolops.executor.pipeline import run_check_deadline
 from toolops.models import Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
@@ -24,17 +25,22 @@ def iso(value: datetime | None) -> str | None:
 def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
     """The agent's view of its call. Its result is whole (the agent's own data; stored
     redacted, it is opened from `result_sealed`); the call carries no args, and its error
-    message and feedback are the redacted ones everybody sees."""
-    return {
+    message and feedback are the redacted ones everybody sees.
+
+    A result that cannot be decrypted is never given redacted, as if it were the real one:
+    `result` is null, `result_error` says why, and the feedback tells the model the call's
+    status stands (a model that read "failed" or an empty result might send it again)."""
+    result, problem = traces.result_read(call)
+    out: dict[str, Any] = {
         "call_id": call.call_id,
         "tool_call_id": call.tool_call_id,
         "run_id": call.run.run_id,
         "step_index": call.step_index,
         "tool": call.tool,
         "status": call.status,
-        "result": traces.result_open(call),
+        "result": None if problem else result,
         "error": call.error,
-        "feedback": call.feedback,
+        "feedback": feedback.result_unavailable(call.tool) if problem else call.feedback,
         "attempts": call.attempts,
         "replayed": replayed,
         # Only a call that waited for a person has one: no look-up for any other.
@@ -42,6 +48,9 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
         "created_at": iso(call.created_at),
         "finished_at": iso(call.finished_at),
     }
+    if problem:
+        out["result_error"] = problem.reason
+    return out
 
 
 def run_out(run: Run) -> dict[str, Any]:
@@ -113,6 +122,8 @@ class CallSchema(serializers.Serializer):
     tool = serializers.CharField()
     status = serializers.ChoiceField(choices=ToolCall.Status.choices)
     result = serializers.JSONField(allow_null=True)
+    # Only when the result could not be decrypted (`result` is then null): why.
+    result_error = serializers.CharField(required=False)
     error = ErrorSchema(allow_null=True)
     feedback = serializers.CharField()
     attempts = serializers.IntegerField()

@@ -102,6 +102,8 @@ class Step:
     args_json: str
     result_json: str
     full: bool = False  # args_json holds the full, unredacted args
+    # Why it does not: the full args could not be decrypted (approving it sends nothing).
+    problem: str = ""
 
 
 def _step(call: ToolCall, specs: dict[str, ToolSpec]) -> Step:
@@ -146,7 +148,8 @@ def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
         # audited. Decided, the call is shown redacted like any other.
         seen = traces.full_args_read(call=call, user=request.user, purpose="approval")
         held.args_json = pretty(seen.args)
-        held.full = True
+        held.full = not seen.args_problem
+        held.problem = seen.args_problem
     ctx.update(
         held=held,
         earlier=[_step(c, specs) for c in selectors.earlier_calls(call=call)] if call else [],

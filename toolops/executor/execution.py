@@ -121,11 +121,14 @@ class Execution:
         self.rows: list[Attempt] = []
         self.unreserved_attempts = 0  # attempts not yet added to the run's usage
         self.lost_claim = False
+        self.resumed = False  # taken over from a holder that died
 
     # -- attempts ---------------------------------------------------------------------
 
     def run_attempts(self) -> None:
         spec, call = self.spec, self.call
+        if not self._args_ready():
+            return
         if spec.query_before_write and spec.query is not None and call.attempts == 0:
             # Level 2 of DESIGN.md's fallbacks: look before writing. A failed look does not
             # stop the write — the downstream's unique index is the backstop.
@@ -213,6 +216,7 @@ class Execution:
         """Attempts for a call whose claim we took over from a holder that died between
         claim and record. Never re-send an unsafe write blindly: ask its query tool first,
         or leave the outcome unknown for a person."""
+        self.resumed = True
         if self.spec.replay_safe:
             self.run_attempts()
         elif self.spec.query is not None:
@@ -221,6 +225,22 @@ class Execution:
                 self.run_attempts()
         else:
             self.settle_unknown("the previous holder of this call stopped mid-request")
+
+    def _args_ready(self) -> bool:
+        """Open the full args before anything is sent. A call read back from the database
+        (approved, taken over, an undo resumed) whose sealed args cannot be decrypted ends
+        `failed` with nothing sent: its stored args hold placeholders, which a downstream
+        would act on as values."""
+        try:
+            traces.args_open(self.call)
+        except traces.SealedArgsUnavailable as exc:
+            message = f"{exc.reason}; nothing was sent"
+            if self.resumed:
+                message += " (its previous holder may have sent it before it stopped)"
+            end(self.call, Status.FAILED, "fatal", Reason.INVALID_ARGS, message,
+                 feedback.args_unavailable(self.spec.name))  # fmt: skip
+            return False
+        return True
 
     def _attempt(self, waited: float) -> tuple[Any, Attempt]:
         call = self.call

@@ -161,3 +161,18 @@ def run_ended(tool: str, why: str) -> str:
         f"{tool} was not run and nothing was sent: {why} before a reviewer's approval could "
         "take effect. The run takes no more calls."
     )
+
+
+def args_unavailable(tool: str) -> str:
+    return _cap(
+        f"{tool} was not run and nothing was sent: ToolOps could not decrypt the args it kept "
+        "for this call (an operator must fix its keys). Call it again in a new step if it is "
+        "still needed."
+    )
+
+
+def result_unavailable(tool: str) -> str:
+    return _cap(
+        f"ToolOps could not decrypt this {tool} call's result, so `result` is null; the "
+        "call's status stands. Do not call it again to get the result: ask an operator."
+    )

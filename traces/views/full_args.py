@@ -36,6 +36,8 @@ def call_args(request: HtmxHttpRequest, call_id: str) -> HttpResponse:
         "runs",
         call=call,
         redacted=seen.redacted,
+        args_problem=seen.args_problem,
+        result_problem=seen.result_problem,
         args_json=pretty(seen.args),
         result_json=pretty(seen.result),
     )
