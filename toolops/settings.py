@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -66,6 +67,14 @@ def fernet_keys(raw: str, source: str) -> list[str]:
     return keys
 
 
+def private_write(path: Path, text: str) -> None:
+    """Write a secret to a new file that is never readable by others, not even for the
+    moment between a write and a chmod. FileExistsError if `path` is there already."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+
+
 def args_keys(data_dir: Path) -> list[str]:
     """TOOLOPS_ARGS_KEYS, or one key made once and kept in the data directory (like the
     secret key), so that every process on the machine seals and opens alike."""
@@ -77,8 +86,8 @@ def args_keys(data_dir: Path) -> list[str]:
         # Written aside and linked into place: two processes starting at once agree on
         # one key (the loser's link fails), and nobody reads a half-written file.
         fresh = data_dir / f".args_keys.{os.getpid()}"
-        fresh.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
-        fresh.chmod(0o600)
+        fresh.unlink(missing_ok=True)  # left by a process that died here with our pid
+        private_write(fresh, base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
         try:
             os.link(fresh, path)
         except FileExistsError:
@@ -97,9 +106,8 @@ DEBUG = envbool("DJANGO_DEBUG", "0")
 SECRET_KEY = os.getenv("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     key_file = DATA_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(get_random_secret_key())
-        key_file.chmod(0o600)
+    with contextlib.suppress(FileExistsError):
+        private_write(key_file, get_random_secret_key())
     SECRET_KEY = key_file.read_text().strip()
 
 ALLOWED_HOSTS = [

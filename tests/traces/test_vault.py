@@ -182,6 +182,18 @@ def test_without_the_variable_one_key_is_made_and_kept(tmp_path: Path, monkeypat
     assert [p.name for p in tmp_path.iterdir()] == ["args_keys"]
 
 
+def test_the_key_file_is_made_private_not_repaired_after(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("TOOLOPS_ARGS_KEYS", raising=False)
+    # No chmod after the write: a file written readable would stay readable.
+    monkeypatch.setattr(os, "chmod", lambda *args, **kwargs: None)
+    umask = os.umask(0o022)
+    try:
+        args_keys(tmp_path)
+    finally:
+        os.umask(umask)
+
+    assert (tmp_path / "args_keys").stat().st_mode & 0o777 == 0o600
+
 
 def test_a_process_with_a_bad_key_does_not_start(tmp_path: Path) -> None:
     env = {**os.environ, "TOOLOPS_ARGS_KEYS": "sk-not-a-fernet-key"}
