@@ -5,7 +5,10 @@
 Every query groups by tool, so the page costs the same few queries for 3 tools or 300.
 Counts are read once, in 5-minute buckets over the whole day, and folded into both
 scales; only the latency percentiles need a pass per window (GROUPING SETS on
-PostgreSQL, Python on SQLite, the one-machine default)."""
+PostgreSQL, Python on SQLite, the one-machine default).
+
+A name the catalog lacks (a tool an agent made up, or one since removed) gets no figures
+of its own: its rows count under one `(unknown)` entry, as on /metrics (labels.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 
 from . import thresholds
+from .labels import UNKNOWN, tool_label
 from .metrics import CLOSED, breaker_levels
 from .models import ReplayCount
 
@@ -135,9 +139,9 @@ def window_end(now: datetime | None = None) -> datetime:
 
 
 def tool_figures(*, end: datetime | None = None) -> list[ToolFigures]:
-    """Every tool's figures: the catalog's tools (public first, then internal), then any
-    other tool the data names (one since removed from the catalog). A constant number of
-    queries, whatever the number of tools."""
+    """Every tool's figures: the catalog's tools (public first, then internal), then
+    `(unknown)` when the data names any other tool. A constant number of queries, whatever
+    the number of tools or of names the rows hold."""
     end = end or window_end()
     since = end - timedelta(days=1)
     tools: dict[str, ToolFigures] = {}
@@ -147,11 +151,14 @@ def tool_figures(*, end: datetime | None = None) -> list[ToolFigures]:
         specs = []
     for spec in specs:
         tools[spec.name] = ToolFigures(spec.name, internal=spec.internal, in_catalog=True)
+    names = frozenset(tools)
 
     def of(tool: str) -> ToolFigures:
-        return tools.setdefault(tool, ToolFigures(tool))
+        label = tool_label(tool, names)
+        return tools.setdefault(label, ToolFigures(label))
 
-    for (tool, scale, index), tally in _call_groups(since, end).items():
+    # The call groups come labelled: their percentiles cannot be added up afterwards.
+    for (tool, scale, index), tally in _call_groups(since, end, sorted(names)).items():
         of(tool).tallies[(scale, index)] = tally
     params = {"since": since, "end": end}
     for tool, j, requests, failed, unknown in _fetch(_attempts_sql(), params):
@@ -180,12 +187,12 @@ def tool_figures(*, end: datetime | None = None) -> list[ToolFigures]:
         .annotate(n=Count("pk"))
     )
     for tool, n in unknown:
-        of(tool).unknown_now = n
+        of(tool).unknown_now += n
     for tool, level in breaker_levels().items():
-        of(tool).level = level
-    known = [t for t in tools.values() if t.in_catalog]
-    others = sorted((t for t in tools.values() if not t.in_catalog), key=lambda t: t.tool)
-    return known + others
+        # A breaker row left by a removed tool guards nothing: not (unknown)'s state.
+        if tool in names:
+            tools[tool].level = level
+    return list(tools.values())
 
 
 def _slots(j: int | None) -> Iterator[Slot]:
@@ -213,10 +220,12 @@ def _seconds_between(later: str, earlier: str) -> str:
     return f"(julianday({later}) - julianday({earlier})) * 86400.0"
 
 
-def _fetch(sql: str, params: dict[str, datetime]) -> list[tuple[Any, ...]]:
+def _fetch(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     adapt = connection.ops.adapt_datetimefield_value
     with connection.cursor() as cursor:
-        cursor.execute(sql, {k: adapt(v) for k, v in params.items()})
+        cursor.execute(
+            sql, {k: adapt(v) if isinstance(v, datetime) else v for k, v in params.items()}
+        )
         return cursor.fetchall()
 
 
@@ -270,7 +279,8 @@ def _tickets_sql() -> str:
 def _calls_sql() -> str:
     """PostgreSQL: every call figure for every bucket and both windows in one pass.
     GROUPING(hb, mb, recent) says which set a row belongs to: 3 (tool, hour of the day),
-    5 (tool, 5 minutes of the last hour), 7 (tool: the day), 6 (tool, recent: the hour)."""
+    5 (tool, 5 minutes of the last hour), 7 (tool: the day), 6 (tool, recent: the hour).
+    `tool` is already the label: a catalog name (%(tools)s) or %(unknown)s."""
     last = DAY_FINE - HOUR_FINE
     quantiles = ", ".join(str(q) for q in QUANTILES)
     return (
@@ -280,7 +290,9 @@ def _calls_sql() -> str:
         f"percentile_cont(ARRAY[{quantiles}]) WITHIN GROUP (ORDER BY seconds) "
         "FROM (SELECT tool, status, attempts, seconds, "
         f"j / {HOUR_FINE} AS hb, CASE WHEN j >= {last} THEN j - {last} END AS mb, "
-        f"j >= {last} AS recent FROM (SELECT tool, status, attempts, "
+        f"j >= {last} AS recent FROM (SELECT "
+        "CASE WHEN tool = ANY(%(tools)s) THEN tool ELSE %(unknown)s END AS tool, "
+        "status, attempts, "
         f"{_seconds_between('finished_at', 'created_at')} AS seconds, "
         f"{_fine('finished_at')} AS j FROM {ToolCall._meta.db_table} "
         f"WHERE {_in_day('finished_at')}) f) c "
@@ -291,11 +303,15 @@ def _calls_sql() -> str:
 GROUPING_SLOTS = {3: "day", 5: "hour", 7: "day", 6: "hour"}
 
 
-def _call_groups(since: datetime, end: datetime) -> dict[tuple[str, str, int | None], Tally]:
+def _call_groups(
+    since: datetime, end: datetime, tools: list[str]
+) -> dict[tuple[str, str, int | None], Tally]:
+    """Each (label, scale, bucket)'s call figures; the label as in `tool_label`."""
     if connection.vendor != "postgresql":
-        return call_groups_python(since, end)
+        return call_groups_python(since, end, tools)
     out: dict[tuple[str, str, int | None], Tally] = {}
-    for row in _fetch(_calls_sql(), {"since": since, "end": end}):
+    params = {"since": since, "end": end, "tools": tools, "unknown": UNKNOWN}
+    for row in _fetch(_calls_sql(), params):
         tool, hb, mb, recent, grouping, finished, succeeded, sent, latency = row
         index = {3: hb, 5: mb, 7: None, 6: None}[grouping]
         if (grouping == 5 and mb is None) or (grouping == 6 and not recent):
@@ -306,15 +322,19 @@ def _call_groups(since: datetime, end: datetime) -> dict[tuple[str, str, int | N
     return out
 
 
-def call_groups_python(since: datetime, end: datetime) -> dict[tuple[str, str, int | None], Tally]:
+def call_groups_python(
+    since: datetime, end: datetime, tools: list[str]
+) -> dict[tuple[str, str, int | None], Tally]:
     """The same figures as _calls_sql, computed in Python from the day's call rows (for
     SQLite, which has no percentile_cont and no GROUPING SETS)."""
     out: dict[tuple[str, str, int | None], Tally] = defaultdict(Tally)
     durations: dict[tuple[str, str, int | None], list[float]] = defaultdict(list)
+    names = frozenset(tools)
     rows = ToolCall.objects.filter(finished_at__gte=since, finished_at__lt=end).values_list(
         "tool", "status", "attempts", "created_at", "finished_at"
     )
-    for tool, status, attempts, created_at, finished_at in rows.iterator():
+    for name, status, attempts, created_at, finished_at in rows.iterator():
+        tool = tool_label(name, names)
         j = math.floor((finished_at - since).total_seconds() / FINE_S)
         for scale, index in _slots(j):
             tally = out[(tool, scale, index)]

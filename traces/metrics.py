@@ -8,7 +8,10 @@ docs/metrics.md); the counters drop when retention purges rows, which Prometheus
 a counter reset.
 
 A replay writes no call row, so replays are the one thing counted as they happen: one
-upsert per replay into ReplayCount (`replay_noted`)."""
+upsert per replay into ReplayCount (`replay_noted`).
+
+Every `tool` label is a catalog tool's name or `(unknown)` (traces/labels.py): a name an
+agent made up never becomes a series of its own."""
 
 from __future__ import annotations
 
@@ -40,9 +43,8 @@ from prometheus_client.core import (
 
 from compensations.models import Ticket
 from toolops.models import Approval, Attempt, CircuitBreaker, ToolCall
-from toolops.tools import registry
-from toolops.tools.catalog import CatalogError
 
+from .labels import UNKNOWN, catalog_tools, in_catalog, tool_label_sql
 from .models import ReplayCount
 
 # Seconds. A call's duration runs from its creation to its outcome, so an approved call's
@@ -63,7 +65,10 @@ _REPLAY_SQL = (
 def replay_noted(*, tool: str) -> None:
     """Count one idempotency replay of `tool` in the current minute. ONE statement, with
     no read first: the replay path is benchmarked, and racing replays of one tool meet in
-    the unique (tool, minute) row, which the upsert increments atomically."""
+    the unique (tool, minute) row, which the upsert increments atomically. A replay of a
+    call to a tool the catalog lacks counts under `(unknown)` (the catalog is in memory)."""
+    if not in_catalog(tool):
+        tool = UNKNOWN
     minute = timezone.now().replace(second=0, microsecond=0)
     with connection.cursor() as cursor:
         cursor.execute(_REPLAY_SQL, [tool, connection.ops.adapt_datetimefield_value(minute)])
@@ -85,15 +90,6 @@ def breaker_levels() -> dict[str, int]:
         else:
             levels[tool] = CLOSED
     return levels
-
-
-def catalog_tools() -> list[str]:
-    """The catalog's tool names (none when it cannot be loaded: the metrics still answer,
-    from the rows alone)."""
-    try:
-        return sorted(registry.load())
-    except CatalogError:
-        return []
 
 
 def _between(later: str, earlier: str) -> ExpressionWrapper:
@@ -129,10 +125,10 @@ class ToolOpsCollector:
     """Every ToolOps metric, read from the tables on each scrape (7 queries)."""
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._calls()
-        yield self._attempts()
-        yield self._replays()
         tools = catalog_tools()
+        yield from self._calls(tools)
+        yield self._attempts(tools)
+        yield self._replays(tools)
         yield self._breakers(tools)
         yield self._unknown(tools)
         yield GaugeMetricFamily(
@@ -142,12 +138,13 @@ class ToolOpsCollector:
         )
         yield from self._approvals()
 
-    def _calls(self) -> Iterator[Metric]:
+    def _calls(self, tools: list[str]) -> Iterator[Metric]:
         duration = _between("finished_at", "created_at")
         rows = (
             ToolCall.objects.filter(finished_at__isnull=False)
             .order_by()
-            .values("tool", "status")
+            .annotate(label=tool_label_sql(tools))
+            .values("label", "status")
             .annotate(
                 n=Count("pk"),
                 sent=Count("pk", filter=Q(attempts__gt=0)),
@@ -168,8 +165,8 @@ class ToolOpsCollector:
         )
         per_tool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for row in rows:
-            calls.add_metric([row["tool"], row["status"]], row["n"])
-            tool = per_tool[row["tool"]]
+            calls.add_metric([row["label"], row["status"]], row["n"])
+            tool = per_tool[row["label"]]
             for name in ("n", "sent", *(f"le_{i}" for i in range(len(DURATION_BUCKETS)))):
                 tool[name] += row[name]
             tool["seconds"] += _seconds(row["seconds"])
@@ -187,13 +184,14 @@ class ToolOpsCollector:
         yield sent
         yield durations
 
-    def _attempts(self) -> Metric:
+    def _attempts(self, tools: list[str]) -> Metric:
         # Requests to the tool itself. A reconcile look (purpose "reconcile") is a request
         # to the query tool on the call's behalf, outcome ok or query_failed: not counted.
         rows = (
             Attempt.objects.filter(purpose="call")
             .order_by()
-            .values_list("tool", "outcome")
+            .annotate(label=tool_label_sql(tools))
+            .values_list("label", "outcome")
             .annotate(n=Count("pk"))
         )
         family = CounterMetricFamily(
@@ -205,8 +203,14 @@ class ToolOpsCollector:
             family.add_metric([tool, outcome], n)
         return family
 
-    def _replays(self) -> Metric:
-        rows = ReplayCount.objects.order_by().values_list("tool").annotate(n=Sum("count"))
+    def _replays(self, tools: list[str]) -> Metric:
+        # Rows of a tool since removed from the catalog (new ones are labelled as written).
+        rows = (
+            ReplayCount.objects.order_by()
+            .annotate(label=tool_label_sql(tools))
+            .values_list("label")
+            .annotate(n=Sum("count"))
+        )
         family = CounterMetricFamily(
             "toolops_idempotency_replays",
             "Requests answered with an existing call instead of a new one (idempotency "
@@ -218,7 +222,9 @@ class ToolOpsCollector:
         return family
 
     def _breakers(self, tools: list[str]) -> Metric:
-        levels = dict.fromkeys(tools, CLOSED) | breaker_levels()
+        # The catalog's tools only: a breaker row left by a removed tool guards nothing.
+        found = breaker_levels()
+        levels = {tool: found.get(tool, CLOSED) for tool in tools}
         family = GaugeMetricFamily(
             "toolops_breaker_state",
             "Circuit breaker: 0 closed, 1 half-open (the next call probes), 2 open.",
@@ -233,7 +239,8 @@ class ToolOpsCollector:
             ToolCall.objects.agent_calls()
             .filter(status=ToolCall.Status.UNKNOWN)
             .order_by()
-            .values_list("tool")
+            .annotate(label=tool_label_sql(tools))
+            .values_list("label")
             .annotate(n=Count("pk"))
         )
         counts = dict.fromkeys(tools, 0) | dict(rows)

@@ -18,8 +18,12 @@ from rest_framework.test import APIClient
 
 from compensations.models import Compensation, Ticket
 from tests.conftest import Shop
+from tests.traces.conftest import Catalog
 from tests.traces.metrics_scenario import EXPECTED, amplification, hit_rate, run_scenario, samples
 from toolops.models import Agent, Approval, CircuitBreaker, Run, ToolCall
+from toolops.tools import registry
+from traces.figures import tool_figures
+from traces.labels import UNKNOWN
 from traces.metrics import DURATION_BUCKETS, replay_noted
 from traces.models import ReplayCount
 
@@ -89,7 +93,10 @@ def test_it_answers_in_prometheus_text_with_its_content_type(api: APIClient, sho
     assert "# TYPE toolops_tool_attempts_total counter" in text
 
 
-def test_it_builds_the_duration_histogram_from_the_rows(agent_a: tuple[Agent, str]) -> None:
+def test_it_builds_the_duration_histogram_from_the_rows(
+    agent_a: tuple[Agent, str], catalog: Catalog
+) -> None:
+    catalog("slow_tool")
     run = make_run(agent_a[0])
     now = timezone.now()
     for seconds in (0.02, 0.3, 0.3, 7.0):
@@ -119,9 +126,12 @@ def test_it_builds_the_duration_histogram_from_the_rows(agent_a: tuple[Agent, st
     assert found[calls] == 4
 
 
-def test_it_leaves_reconcile_looks_out_of_the_attempts(agent_a: tuple[Agent, str]) -> None:
+def test_it_leaves_reconcile_looks_out_of_the_attempts(
+    agent_a: tuple[Agent, str], catalog: Catalog
+) -> None:
     from toolops.models import Attempt
 
+    catalog()
     call = make_call(make_run(agent_a[0]), "create_order", "succeeded", attempts=1,
                      finished_at=timezone.now())  # fmt: skip
     common = {"call": call, "span_id": "0" * 16, "started_at": timezone.now(), "duration_ms": 1}
@@ -139,7 +149,10 @@ def test_it_leaves_reconcile_looks_out_of_the_attempts(agent_a: tuple[Agent, str
 # -- gauges, from rows set up directly -----------------------------------------------------
 
 
-def test_it_reports_unknown_outcomes_of_agents_calls_only(agent_a: tuple[Agent, str]) -> None:
+def test_it_reports_unknown_outcomes_of_agents_calls_only(
+    agent_a: tuple[Agent, str], catalog: Catalog
+) -> None:
+    catalog()
     run = make_run(agent_a[0])
     make_call(run, "charge", "unknown")
     make_call(run, "charge", "unknown")
@@ -149,10 +162,11 @@ def test_it_reports_unknown_outcomes_of_agents_calls_only(agent_a: tuple[Agent, 
     found = scraped()
 
     assert found[("toolops_unknown_calls", (("tool", "charge"),))] == 2
-    assert ("toolops_unknown_calls", (("tool", "refund"),)) not in found
+    # The undo call is the compensations' business: refund's series (a catalog tool) is 0.
+    assert found[("toolops_unknown_calls", (("tool", "refund"),))] == 0
 
 
-def test_it_reports_each_breakers_state_as_admission_sees_it() -> None:
+def test_it_reports_each_breakers_state_as_admission_sees_it(catalog: Catalog) -> None:
     now = timezone.now()
     past, future = now - timedelta(seconds=5), now + timedelta(minutes=5)
     rows = {
@@ -167,6 +181,7 @@ def test_it_reports_each_breakers_state_as_admission_sees_it() -> None:
     }
     for tool, fields in rows.items():
         CircuitBreaker.objects.create(tool=tool, **fields)
+    catalog(*rows)
 
     found = scraped()
 
@@ -226,27 +241,129 @@ def test_it_reports_pending_approvals_and_the_wait_of_ended_ones(
 
 
 def test_it_answers_with_a_fixed_number_of_queries_however_many_tools(
-    agent_a: tuple[Agent, str],
+    agent_a: tuple[Agent, str], catalog: Catalog
 ) -> None:
     def queries() -> int:
         with CaptureQueriesContext(connection) as ctx:
             assert scrape().status_code == 200
         return len(ctx.captured_queries)
 
+    catalog(*(f"tool_{n}" for n in range(8)))
     run = make_run(agent_a[0])
     make_call(run, "tool_0", "succeeded", finished_at=timezone.now(), attempts=1)
     few = queries()
     for n in range(1, 8):
         make_call(run, f"tool_{n}", "unknown", finished_at=timezone.now(), attempts=1)
         replay_noted(tool=f"tool_{n}")
+        make_call(run, f"made_up_{n}", "failed", finished_at=timezone.now())
 
     assert queries() == few == 7
+    assert tool_labels(scraped()) == {*registry.load(), UNKNOWN}
+
+
+# -- names the catalog lacks ---------------------------------------------------------------
+
+
+def tool_labels(found: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> set[str]:
+    return {value for _, labels in found for key, value in labels if key == "tool"}
+
+
+def test_it_counts_calls_to_unknown_tools_under_one_label(api: APIClient, shop: Shop) -> None:
+    post = api_post(api)
+    post("/api/v1/runs", {"run_id": "r-1"})
+    calls = "/api/v1/runs/r-1/calls"
+    for step, tool in enumerate(["create_ordr", "lookup_weather", "ann-example-com"]):
+        body = {"step_index": step, "tool": tool, "args": {}, "tool_call_id": f"tc-{step}"}
+        status, call = post(calls, body)
+        assert (status, call["error"]["reason"]) == (200, "unknown_tool"), call
+    status, call = post(calls, {"step_index": 0, "tool": "create_ordr", "args": {},
+                                "tool_call_id": "tc-0"})  # fmt: skip
+    assert (status, call["replayed"]) == (200, True), call
+    # Not a name a tool can have: refused, so in no row and no metric.
+    status, _ = post(calls, {"step_index": 9, "tool": "ann@example.com", "args": {}})
+    assert status == 400
+
+    text = scrape().content.decode()
+
+    found = samples(text)
+    unknown = (("tool", UNKNOWN),)
+    assert found[("toolops_tool_calls_total", (("status", "failed"), *unknown))] == 3
+    assert found[("toolops_tool_calls_sent_total", unknown)] == 0
+    assert found[("toolops_tool_call_duration_seconds_count", unknown)] == 3
+    assert found[("toolops_idempotency_replays_total", unknown)] == 1
+    assert 'toolops_tool_calls_total{status="failed",tool="(unknown)"} 3.0' in text
+    for name in ("create_ordr", "lookup_weather", "ann-example-com", "ann@example.com"):
+        assert name not in text
+    assert ReplayCount.objects.get().tool == UNKNOWN
+    assert tool_labels(found) <= {*registry.load(), UNKNOWN}
+
+
+def test_it_labels_every_row_the_catalog_does_not_name_unknown(
+    agent_a: tuple[Agent, str], catalog: Catalog
+) -> None:
+    """Rows written before names were checked, and rows of a tool since removed."""
+    from toolops.models import Attempt
+
+    catalog()
+    run = make_run(agent_a[0])
+    now = timezone.now()
+    for n in range(20):
+        make_call(run, f"made_up_{n}@example.com", "failed", finished_at=now)
+    removed = make_call(run, "old_tool", "unknown", attempts=1, finished_at=now)
+    Attempt.objects.create(call=removed, tool="old_tool", number=1, outcome="unknown",
+                           span_id="0" * 16, started_at=now, duration_ms=1)  # fmt: skip
+    ReplayCount.objects.create(
+        tool="old_tool", minute=now.replace(second=0, microsecond=0), count=2
+    )
+    CircuitBreaker.objects.create(tool="old_tool", state="open", open_until=now + timedelta(1))
+    make_call(run, "charge", "succeeded", finished_at=now)
+
+    text = scrape().content.decode()
+
+    found = samples(text)
+    unknown = (("tool", UNKNOWN),)
+    assert found[("toolops_tool_calls_total", (("status", "failed"), *unknown))] == 20
+    assert found[("toolops_tool_calls_total", (("status", "unknown"), *unknown))] == 1
+    assert found[("toolops_tool_calls_sent_total", unknown)] == 1
+    assert found[("toolops_tool_call_duration_seconds_count", unknown)] == 21
+    assert found[("toolops_tool_attempts_total", (("outcome", "unknown"), *unknown))] == 1
+    assert found[("toolops_idempotency_replays_total", unknown)] == 2
+    assert found[("toolops_unknown_calls", unknown)] == 1
+    # A removed tool's breaker guards nothing; (unknown) has no breaker.
+    assert ("toolops_breaker_state", unknown) not in found
+    assert "old_tool" not in text and "example.com" not in text
+    assert found[("toolops_tool_calls_total", (("status", "succeeded"), ("tool", "charge")))] == 1
+    # The label set is the catalog's names plus one, whatever the rows hold.
+    assert tool_labels(found) == {*registry.load(), UNKNOWN}
+    durations = [k for k in found if k[0] == "toolops_tool_call_duration_seconds_count"]
+    assert len(durations) == 2  # charge and (unknown)
+
+
+def test_it_counts_every_call_under_unknown_while_the_catalog_cannot_load(
+    agent_a: tuple[Agent, str], settings: Any, tmp_path: Any
+) -> None:
+    bad = tmp_path / "catalog.toml"
+    bad.write_text('[[tool]]\nname = "not a name"\n')
+    settings.TOOLOPS_TOOLS_FILE = str(bad)
+    registry.reset()
+    try:
+        make_call(make_run(agent_a[0]), "charge", "succeeded", finished_at=timezone.now())
+
+        found = scraped()
+        figures = tool_figures()  # the page's figures, likewise
+    finally:
+        registry.reset()
+
+    assert found[("toolops_tool_calls_total", (("status", "succeeded"), ("tool", UNKNOWN)))] == 1
+    assert tool_labels(found) == {UNKNOWN}
+    assert [(f.tool, f.window("hour").succeeded) for f in figures] == [(UNKNOWN, 1)]
 
 
 # -- replays -------------------------------------------------------------------------------
 
 
-def test_it_counts_a_replay_in_one_upsert_per_tool_and_minute() -> None:
+def test_it_counts_a_replay_in_one_upsert_per_tool_and_minute(catalog: Catalog) -> None:
+    catalog()
     with CaptureQueriesContext(connection) as ctx:
         replay_noted(tool="query_stock")
     replay_noted(tool="query_stock")

@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 
 from compensations.models import Compensation, Ticket
 from tests.conftest import Shop
+from tests.traces.conftest import Catalog
 from tests.traces.metrics_scenario import run_scenario
 from toolops.models import Agent, Approval, Attempt, CircuitBreaker, Run, ToolCall
 from traces import thresholds
@@ -30,6 +31,7 @@ from traces.figures import (
     tool_figures,
     window_end,
 )
+from traces.labels import UNKNOWN
 from traces.metrics import replay_noted
 from traces.models import ReplayCount
 from traces.sparkline import spark
@@ -118,8 +120,9 @@ def test_it_shows_a_scenarios_exact_amplification_and_hit_rate(
 
 
 def test_it_flags_a_hit_rate_rising_against_the_day(
-    agent_a: tuple[Agent, str], console: Client
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
 ) -> None:
+    catalog("echo_tool", "steady_tool")
     run = make_run(agent_a[0])
     earlier = timezone.now() - timedelta(hours=3)
     for _ in range(10):  # earlier in the day: 10 calls, no replays (0%)
@@ -143,7 +146,8 @@ def test_it_flags_a_hit_rate_rising_against_the_day(
     assert not is_flagged(html, "steady_tool", "hit-rate")
 
 
-def test_it_flags_an_open_breaker(console: Client) -> None:
+def test_it_flags_an_open_breaker(console: Client, catalog: Catalog) -> None:
+    catalog("flaky_tool", "calm_tool")
     CircuitBreaker.objects.create(
         tool="flaky_tool", state="open", open_until=timezone.now() + timedelta(minutes=1)
     )
@@ -162,8 +166,9 @@ def test_it_flags_an_open_breaker(console: Client) -> None:
 
 
 def test_it_shows_unknown_outcomes_dead_letters_and_approval_wait(
-    agent_a: tuple[Agent, str], console: Client
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
 ) -> None:
+    catalog()
     run = make_run(agent_a[0])
     unknown = make_call(run, "charge", "unknown", attempts=1)
     attempt(unknown, 1, outcome="unknown", health="failure")
@@ -199,8 +204,9 @@ def test_it_shows_unknown_outcomes_dead_letters_and_approval_wait(
 
 
 def test_it_charts_the_last_hour_and_the_last_day(
-    agent_a: tuple[Agent, str], console: Client
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
 ) -> None:
+    catalog("chart_tool")
     run = make_run(agent_a[0])
     for hours_ago in (0, 5):
         at = timezone.now() - timedelta(hours=hours_ago)
@@ -274,10 +280,52 @@ def test_it_puts_flagged_tools_first_and_lists_idle_ones_by_name(
     assert tile(own, "query_stock", "success").startswith("Success rate — 0 succeeded of 0")
 
 
+def test_it_gives_names_the_catalog_lacks_one_unknown_card(
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
+) -> None:
+    catalog()
+    run = make_run(agent_a[0])
+    make_call(run, "charge")
+    for name in ("create_ordr", "lookup_weather", "ann@example.com"):  # the last from before
+        make_call(run, name, "failed")  # names were checked: no new row can hold one
+
+    html = console.get(PAGE).content.decode()
+
+    cards = re.findall(r'class="card metrics-card[^"]*" id="metrics-([^"]+)"', html)
+    assert cards == ["charge", UNKNOWN]  # the catalog's tools, then (unknown), once
+    for name in ("create_ordr", "lookup_weather", "ann@example.com", "example.com"):
+        assert name not in html
+    assert tile(html, UNKNOWN, "success").startswith("Success rate 0.0% 0 succeeded of 3")
+    assert "not in catalog" in html.split(f'id="metrics-{UNKNOWN}"', 1)[1].split("</h3>")[0]
+    assert not is_flagged(html, UNKNOWN, "breaker")
+
+    assert '<a href="?tool=%28unknown%29&amp;window=hour"><code>(unknown)</code></a>' in html
+    # (unknown) has a view of its own; a made-up name does not.
+    own = console.get(PAGE, {"tool": UNKNOWN}).content.decode()
+    assert re.findall(r'class="card metrics-card[^"]*" id="metrics-([^"]+)"', own) == [UNKNOWN]
+    assert console.get(PAGE, {"tool": "create_ordr"}).status_code == 404
+
+
+def test_it_has_no_unknown_card_when_every_name_is_in_the_catalog(
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
+) -> None:
+    catalog()
+    make_call(make_run(agent_a[0]), "charge")
+
+    html = console.get(PAGE).content.decode()
+
+    assert f'id="metrics-{UNKNOWN}"' not in html
+    assert "?tool=%28unknown%29" not in html
+    assert [f.tool for f in tool_figures() if not f.in_catalog] == []
+
+
 # -- the windows -----------------------------------------------------------------------------
 
 
-def test_it_tells_the_hour_from_the_day(agent_a: tuple[Agent, str], console: Client) -> None:
+def test_it_tells_the_hour_from_the_day(
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
+) -> None:
+    catalog("window_tool")
     run = make_run(agent_a[0])
     earlier = timezone.now() - timedelta(hours=2)
     make_call(run, "window_tool", "failed", created_at=earlier, finished_at=earlier)
@@ -292,8 +340,10 @@ def test_it_tells_the_hour_from_the_day(agent_a: tuple[Agent, str], console: Cli
     assert "1 succeeded of 2 finished calls, last day" in tile(day, "window_tool", "success")
 
 
-def test_the_python_figures_match_postgresqls(agent_a: tuple[Agent, str]) -> None:
-    """SQLite gets its call figures from Python: the same numbers, percentiles included."""
+def test_the_python_figures_match_postgresqls(agent_a: tuple[Agent, str], catalog: Catalog) -> None:
+    """SQLite gets its call figures from Python: the same numbers, percentiles included,
+    and the same (unknown) label for the names the catalog lacks."""
+    catalog("pct_tool")
     run = make_run(agent_a[0])
     now = timezone.now()
     for i, (ago_min, seconds) in enumerate([(1, 0.2), (2, 1.5), (3, 0.7), (50, 3.0), (200, 9.0)]):
@@ -301,11 +351,14 @@ def test_the_python_figures_match_postgresqls(agent_a: tuple[Agent, str]) -> Non
         created = finished - timedelta(seconds=seconds)
         status = "succeeded" if i % 2 else "failed"
         make_call(run, "pct_tool", status, attempts=i % 3, created_at=created, finished_at=finished)
+        # Each under a name of its own, none in the catalog: one (unknown) group.
+        make_call(run, f"made_up_{i}", "failed", created_at=created, finished_at=finished)
     end = window_end()
     since = end - timedelta(days=1)
+    tools = ["pct_tool", "query_stock"]
 
-    in_sql = _call_groups(since, end)
-    in_python = call_groups_python(since, end)
+    in_sql = _call_groups(since, end, tools)
+    in_python = call_groups_python(since, end, tools)
 
     assert in_sql.keys() == in_python.keys()
     for key, tally in in_sql.items():
@@ -317,6 +370,9 @@ def test_the_python_figures_match_postgresqls(agent_a: tuple[Agent, str]) -> Non
     assert in_sql[("pct_tool", "day", None)].finished == 5
     assert in_sql[("pct_tool", "hour", None)].finished == 4
     assert in_sql[("pct_tool", "hour", None)].latency == pytest.approx((1.1, 2.775, 2.955))
+    assert {tool for tool, _, _ in in_sql} == {"pct_tool", UNKNOWN}
+    assert in_sql[(UNKNOWN, "hour", None)].latency == pytest.approx((1.1, 2.775, 2.955))
+    assert in_sql[(UNKNOWN, "day", None)].finished == 5
 
 
 def test_percentile_cont_interpolates_like_postgresql() -> None:
@@ -354,8 +410,10 @@ def test_a_chart_leaves_gaps_where_nothing_was_measured() -> None:
 
 
 def test_its_queries_do_not_grow_with_the_number_of_tools(
-    agent_a: tuple[Agent, str], console: Client
+    agent_a: tuple[Agent, str], console: Client, catalog: Catalog
 ) -> None:
+    names = ["tool_a", *(f"tool_{n}" for n in range(8))]
+    catalog(*names, *(f"undo_{name}" for name in names))
     run = make_run(agent_a[0])
 
     def add_tool(name: str) -> None:
@@ -383,6 +441,7 @@ def test_its_queries_do_not_grow_with_the_number_of_tools(
     one = queries()
     for n in range(8):
         add_tool(f"tool_{n}")
+        make_call(run, f"made_up_{n}", "failed")  # not in the catalog: (unknown)
     many = queries()
 
     assert many == one

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from toolops import selectors, services
 from toolops.executor import breaker
 from toolops.tools import registry
+from toolops.tools.catalog import NAME_RE
 
 from .output import (
     BudgetSchema,
@@ -58,8 +59,20 @@ class TraceIdField(StringOnly, serializers.RegexField):
         )
 
 
-class ToolNameField(StringOnly, serializers.CharField):
-    pass
+class ToolNameField(StringOnly, serializers.RegexField):
+    """A name that could be a tool (API.md): one that cannot is a bad request. A well-formed
+    name the catalog lacks is a call that fails as unknown_tool, with close names to try.
+    The shape check keeps what an agent invents (an e-mail address, a sentence) out of the
+    call rows and so out of every place that shows a tool's name."""
+
+    RULE = "must be a tool name: 1–64 characters from [a-zA-Z0-9_-]"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            NAME_RE,  # bounds the length too: one message for every way a name is wrong
+            error_messages={"invalid": self.RULE, "blank": self.RULE},
+            **kwargs,
+        )
 
 
 class RunCreateApi(APIView):
@@ -137,7 +150,7 @@ class CallCreateApi(APIView):
             ref_name = "CallCreateInput"
 
         step_index = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-        tool = ToolNameField(max_length=128, trim_whitespace=True)
+        tool = ToolNameField(trim_whitespace=True)
         args = ArgsField()
         tool_call_id = IdField(required=False)
         depends_on = serializers.ListField(child=IdField(), required=False, max_length=100)

@@ -173,6 +173,55 @@ def test_it_fails_an_unknown_tool_without_calling_anything(
     assert ToolCall.objects.get(call_id=data["call_id"]).status == ToolCall.Status.FAILED
 
 
+def test_it_records_any_well_formed_unknown_name_as_unknown_tool(
+    api: APIClient, run: dict[str, Any], shop: Shop
+) -> None:
+    name = "Lookup-Weather_2" + "x" * 48  # 64 characters: the longest name a tool can have
+
+    data = call(api, step_index=0, tool=name, args={})
+
+    assert (data["status"], data["error"]["reason"], data["tool"]) == (
+        "failed", "unknown_tool", name,
+    )  # fmt: skip
+    assert_feedback(data)
+    assert ToolCall.objects.get(call_id=data["call_id"]).tool == name
+    assert shop.requests() == []
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        "ann@example.com",
+        "create order",
+        "create_order()",
+        "créer_commande",
+        "tools/create_order",
+        "x" * 65,
+        "",
+    ],
+)
+def test_it_refuses_a_name_that_cannot_be_a_tool(
+    api: APIClient, run: dict[str, Any], shop: Shop, tool: str
+) -> None:
+    response = post_call(api, "r-1", step_index=0, tool=tool, args={})
+
+    problem = assert_problem(response, 400)
+    assert problem["detail"] == "tool: must be a tool name: 1–64 characters from [a-zA-Z0-9_-]"
+    assert list(problem["errors"]) == ["tool"], problem
+    # Nothing recorded: the name is in no row, so in no metric, page or export.
+    assert not ToolCall.objects.exists()
+    assert Run.objects.get(run_id="r-1").tokens_used == 0
+    assert shop.requests() == []
+
+
+def test_it_still_trims_the_white_space_around_a_name(
+    api: APIClient, run: dict[str, Any], shop: Shop
+) -> None:
+    data = call(api, step_index=0, tool=" query_stock\n", args={"sku": "A12"})
+
+    assert (data["tool"], data["status"]) == ("query_stock", "succeeded")
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
