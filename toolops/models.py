@@ -11,8 +11,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from toolops.indexes import EqualityIndex
-
 TOKEN_PREFIX = "tops_"
 
 
@@ -242,9 +240,8 @@ class ToolCall(models.Model):
             models.Index(fields=["run", "created_at"]),
             models.Index(fields=["tool_call_id"]),
             models.Index(fields=["status", "next_reconcile_at"]),
-            # The retention purge asks whether any call still refers to a sealed args row.
-            # Paid like the others on each insert and status change, so the smallest kind.
-            EqualityIndex(fields=["args_digest"], name="call_args_digest"),
+            # The retention purge asks whether any call still refers to a sealed args row:
+            # by call_id, which call_call_id_unique answers (no index of its own).
         ]
 
     def __str__(self) -> str:

@@ -10,9 +10,11 @@ from django.utils import timezone
 
 class SealedArgs(models.Model):
     """The full args of calls whose stored args were redacted, encrypted at rest
-    (MultiFernet, TOOLOPS_ARGS_KEYS), keyed by the args hash. Args with nothing to redact
+    (MultiFernet, TOOLOPS_ARGS_KEYS): a row per call, keyed by its call_id, and per
+    compensation, by its idempotency key (traces/vault.py). Args with nothing to redact
     are stored as they are and have no row here."""
 
+    # The owner's key (named when rows were keyed by the args hash).
     digest = models.CharField(max_length=64, primary_key=True)
     token = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)

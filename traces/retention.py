@@ -16,7 +16,7 @@ Past retention, and deleted:
 - an idempotency record that is recorded and past its own `expires_at` (its TTL, not N
   days; a claim is left to the stale-claim sweep);
 - a replay count of a minute more than N days ago;
-- a sealed args row created more than N days ago that no call (by `args_digest`) and no
+- a sealed args row created more than N days ago that no call (by `call_id`) and no
   compensation (by `key`) refers to any more.
 Kept: who read full args (FullArgsRead). An audit trail outlives the spans it is about;
 its `call_ref` still names the call.
@@ -127,12 +127,12 @@ def idempotency_records_expired() -> QuerySet[IdempotencyRecord]:
 
 def sealed_args_unreferenced(*, cutoff: datetime) -> QuerySet[SealedArgs]:
     """Sealed args written before `cutoff` that no call and no compensation refers to
-    (sealed_args_created; call_args_digest and compensation_key for the look-ups)."""
-    digest = OuterRef("digest")
+    (sealed_args_created; call_call_id_unique and compensation_key for the look-ups)."""
+    owner = OuterRef("digest")  # a call's call_id, or a compensation's key
     return (
         SealedArgs.objects.filter(created_at__lt=cutoff)
-        .exclude(Exists(ToolCall.objects.filter(args_digest=digest)))
-        .exclude(Exists(Compensation.objects.filter(key=digest)))
+        .exclude(Exists(ToolCall.objects.filter(call_id=owner)))
+        .exclude(Exists(Compensation.objects.filter(key=owner)))
         .order_by()
     )
 

@@ -4,9 +4,11 @@ key decrypts, so a key is rotated by putting a new one first and running
 `manage.py rotate_args_keys` before the old one is dropped.
 
 A call's args are stored redacted; when redaction changed anything, the full args go to
-a SealedArgs row keyed by the call's args hash (a compensation's by its idempotency key),
-written with the call row. A result is stored redacted with its full form, encrypted, in
-the call's `result_sealed`.
+a SealedArgs row of the call's own, keyed by its call_id (a compensation's by its
+idempotency key), written with the call row. Never by the args hash: that is a hash of the
+normalised args (strings stripped, decimals rewritten), shared by calls whose args differ
+as sent, and each call must send exactly what its agent sent. A result is stored
+redacted with its full form, encrypted, in the call's `result_sealed`.
 
 In memory, a call (or compensation) keeps its full args and result beside the redacted
 fields, remembered together with the exact redacted object they belong to: if the field
@@ -125,10 +127,11 @@ class _Result:
 
 
 def _vault_key(obj: Any) -> str:
-    # A call's args are keyed by their hash; a compensation has none, but its
-    # idempotency key is a hash of its args (and of the call it undoes).
-    digest = getattr(obj, "args_digest", None)
-    return str(digest or obj.key)
+    from toolops.models import ToolCall
+
+    # A row per call (its call_id) or per compensation (its idempotency key, made from
+    # the call it undoes): two calls never share, so neither can read the other's args.
+    return str(obj.call_id if isinstance(obj, ToolCall) else obj.key)
 
 
 def _rules(spec: Any, *, result: bool = False) -> tuple[tuple[str, ...], dict[str, Any] | None]:

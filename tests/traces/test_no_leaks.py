@@ -150,10 +150,10 @@ def test_nothing_sensitive_is_stored_shown_or_logged_and_the_agent_gets_its_resu
     assert row.args["contact"] == "[redacted email]" and row.args["payment"] == "[redacted card]"
     assert row.args["address"] == {"street": "[redacted]", "city": "Oslo"}
     assert row.result["received"]["api_key"] == "[redacted]" and row.result_sealed
-    assert SealedArgs.objects.filter(pk=row.args_digest).exists()
+    assert SealedArgs.objects.filter(pk=row.call_id).exists()
     # A call with nothing sensitive has no vault row and no sealed result.
     plain = ToolCall.objects.get(tool="charge")
-    assert not SealedArgs.objects.filter(pk=plain.args_digest).exists()
+    assert not SealedArgs.objects.filter(pk=plain.call_id).exists()
 
     # Logged: nothing (the SQL included), and the careless line scrubbed.
     text = logs.getvalue()
@@ -226,6 +226,29 @@ def test_a_call_taken_over_from_a_dead_holder_sends_the_full_args(
     assert echo.bodies("/echo") == [SENSITIVE_ARGS]
     held.refresh_from_db()
     assert not leaks(str(held.result)) and held.result_sealed
+
+
+def test_a_call_read_back_sends_its_own_args_not_those_of_a_call_alike(
+    api: APIClient, echo: Echo
+) -> None:
+    create_run(api, "r-sens")
+    # The same args once normalised (strings stripped): one args hash, one idempotency
+    # digest — but each call must send exactly what its agent sent.
+    first = {**SENSITIVE_ARGS, "memo": "  hello  "}
+    second = {**SENSITIVE_ARGS, "memo": "hello"}
+    assert call(api, 0, "save_profile", first)["status"] == "succeeded"
+    died = patch.object(Execution, "run_attempts", autospec=True, side_effect=RuntimeError)
+    with died, pytest.raises(RuntimeError):
+        post_call(api, "r-sens", step_index=1, tool="save_profile", args=second)
+    held = ToolCall.objects.get(tool="save_profile", step_index=1)
+    assert held.args_digest == ToolCall.objects.get(step_index=0).args_digest
+    IdempotencyRecord.objects.filter(key=held.idempotency_key).update(
+        lease_until=timezone.now() - timedelta(seconds=1)
+    )
+
+    recover_stale_claim(key=held.idempotency_key)
+
+    assert echo.bodies("/echo") == [first, second]
 
 
 def test_a_reconciled_call_asks_with_the_full_args_and_keeps_the_result_sealed(

@@ -54,11 +54,11 @@ class World:
 
     def call(
         self, run: Run, step: int, *, days: float, status: str = S.SUCCEEDED,
-        attempts: int = 1, tool: str = "search", digest: str = "", key: str = "",
+        attempts: int = 1, tool: str = "search", key: str = "",
     ) -> ToolCall:  # fmt: skip
         call = ToolCall.objects.create(
             call_id=f"{run.run_id}-{step}", run=run, tool_call_id=f"tc-{step}",
-            step_index=step, tool=tool, args_digest=digest or f"{run.run_id}-{step}-args",
+            step_index=step, tool=tool, args_digest=f"{run.run_id}-{step}-args",
             idempotency_key=key, status=status, created_at=ago(days),
         )  # fmt: skip
         for number in range(1, attempts + 1):
@@ -106,7 +106,7 @@ def build(world: World) -> dict[str, Any]:
     # Ended 40 days ago, nothing open: goes, with everything under it.
     done = w.run("done-old", Run.Status.COMPLETED, created=45, ended=40)
     done_calls = [
-        w.call(done, 1, days=41, attempts=2, digest="d-done"),
+        w.call(done, 1, days=41, attempts=2),
         w.call(done, 2, days=41, attempts=2, tool="charge", key="k-done"),
         w.call(done, 3, days=41, attempts=2),
     ]
@@ -121,7 +121,7 @@ def build(world: World) -> dict[str, Any]:
 
     # Still running after 60 days: stays, but for the old attempts of settled calls.
     running = w.run("running-old", Run.Status.RUNNING, created=60)
-    w.call(running, 1, days=60, attempts=2, digest="d-live")
+    w.call(running, 1, days=60, attempts=2)
     w.call(running, 2, days=1)
     w.call(running, 3, days=50, status=S.UNKNOWN)  # a person settles it from its attempts
     # Being compensated, or waiting for support or a reviewer: everything stays.
@@ -157,10 +157,13 @@ def build(world: World) -> dict[str, Any]:
         ReplayCount.objects.create(tool=tool, minute=ago(days), count=3)
     ReplayCount.objects.create(tool="charge", minute=ago(0), count=1)
 
-    for digest, days in (
-        ("d-done", 45), ("d-orphan", 40), ("d-live", 60), ("d-new", 1), ("d-comp", 40)
+    # Sealed args are their call's (by call_id) or their compensation's (by key). A row
+    # keyed by a live call's args hash, as they once were, is no one's any more.
+    for owner, days in (
+        ("done-old-1", 45), ("d-orphan", 40), ("running-old-1", 60), ("d-new", 1),
+        ("d-comp", 40), ("running-old-2-args", 40),
     ):  # fmt: skip
-        SealedArgs.objects.create(digest=digest, token="sealed", created_at=ago(days))
+        SealedArgs.objects.create(digest=owner, token="sealed", created_at=ago(days))
     return {"read": read}
 
 
@@ -171,7 +174,8 @@ EXPECTED = {
     # done-old 6, aborted-old 1; running-old's first call 2, key-live 1, long-lived 1
     "toolops.Attempt": 11,
     "traces.ReplayCount": 3,
-    "traces.SealedArgs": 2,  # d-done (its call went with its run), d-orphan
+    # done-old-1 (its call went with its run), d-orphan, running-old-2-args
+    "traces.SealedArgs": 3,
     # Under done-old.
     "compensations.Compensation": 1,
     "compensations.Ticket": 1,
@@ -209,7 +213,7 @@ def test_it_removes_what_is_past_retention_and_nothing_else(agent_a: Any) -> Non
     }  # fmt: skip
     assert sorted(ReplayCount.objects.values_list("tool", flat=True)) == ["charge", "search"]
     assert set(SealedArgs.objects.values_list("digest", flat=True)) == {
-        "d-live", "d-new", "d-comp",
+        "running-old-1", "d-new", "d-comp",
     }  # fmt: skip
     assert Compensation.objects.count() == 2
     assert Ticket.objects.get().status == Ticket.Status.OPEN
@@ -228,7 +232,7 @@ def test_it_keeps_everything_under_a_longer_retention(agent_a: Any) -> None:
     # Only what expires by its own clock: the idempotency records.
     assert {k: v for k, v in counts.items() if v} == {"toolops.IdempotencyRecord": 5}
     assert (Run.objects.count(), ToolCall.objects.count(), Attempt.objects.count()) == before
-    assert SealedArgs.objects.count() == 5
+    assert SealedArgs.objects.count() == 6
 
 
 def test_it_stops_starting_batches_when_its_time_is_up(agent_a: Any) -> None:
@@ -280,7 +284,7 @@ def test_it_keeps_thirty_days_unless_told(monkeypatch: pytest.MonkeyPatch) -> No
     assert settings_with(monkeypatch, "0.5")["TOOLOPS_RETENTION_DAYS"] == 0.5
 
 
-def test_a_sealed_row_reused_by_a_new_call_is_renewed_and_kept(api: Any, shop: Any) -> None:
+def test_a_call_with_the_same_args_seals_its_own_row_and_keeps_it(api: Any, shop: Any) -> None:
     from tests.toolops.api.helpers import create_run, post_call
 
     args = {"to": "jane.doe@example.com", "message": "hello"}
@@ -289,8 +293,7 @@ def test_a_sealed_row_reused_by_a_new_call_is_renewed_and_kept(api: Any, shop: A
         post_call(api, "r-old", step_index=0, tool="send_notification", args=args).status_code
         == 200
     )
-    (row,) = SealedArgs.objects.all()
-    SealedArgs.objects.filter(pk=row.pk).update(created_at=ago(40))
+    SealedArgs.objects.update(created_at=ago(40))
     # The first call's run ends and ages out; a new run sends the same args meanwhile.
     Run.objects.filter(run_id="r-old").update(status=Run.Status.COMPLETED, ended_at=ago(40))
     IdempotencyRecord.objects.update(expires_at=ago(33))
@@ -299,8 +302,10 @@ def test_a_sealed_row_reused_by_a_new_call_is_renewed_and_kept(api: Any, shop: A
         post_call(api, "r-new", step_index=0, tool="send_notification", args=args).status_code
         == 200
     )
+    assert SealedArgs.objects.count() == 2
 
     retention_purge(days=30)
 
     assert not Run.objects.filter(run_id="r-old").exists()
-    assert SealedArgs.objects.get(pk=row.pk).created_at > ago(1)
+    (new,) = ToolCall.objects.all()
+    assert list(SealedArgs.objects.values_list("digest", flat=True)) == [new.call_id]

@@ -86,7 +86,7 @@ def fill(agent: Any) -> None:
         batch_size=5000,
     )  # fmt: skip
     SealedArgs.objects.bulk_create(
-        [SealedArgs(digest=c.args_digest, token="x", created_at=c.created_at) for c in calls[::4]],
+        [SealedArgs(digest=c.call_id, token="x", created_at=c.created_at) for c in calls[::4]],
         batch_size=5000,
     )
     start = timezone.now() - timedelta(days=SPAN_DAYS)
@@ -140,4 +140,4 @@ def test_the_purge_queries_walk_indexes(agent_a: Any) -> None:
     assert index_name(IdempotencyRecord, ["expires_at"]) in records
     sealed = plan(retention.sealed_args_unreferenced(cutoff=cutoff).values("pk")[:BATCH])
     assert "sealed_args_created" in sealed
-    assert "call_args_digest" in sealed and "compensation_key" in sealed
+    assert "call_call_id_unique" in sealed and "compensation_key" in sealed

@@ -48,7 +48,7 @@ def test_a_rotated_key_still_opens_old_rows_and_the_command_re_encrypts(
     settings.TOOLOPS_ARGS_KEYS = [OLD]
     call = sealed_call(agent_a[0])
     assert call.args == {"contact": "[redacted email]", "sku": "A12"}
-    old_token = SealedArgs.objects.get(pk="d" * 64).token
+    old_token = SealedArgs.objects.get(pk=call.call_id).token
     old_result = call.result_sealed
 
     # A new key first, the old one after it: old rows still open.
@@ -62,7 +62,7 @@ def test_a_rotated_key_still_opens_old_rows_and_the_command_re_encrypts(
 
     assert "Re-encrypted 1 sealed args and 1 sealed results" in out.getvalue()
 
-    row = SealedArgs.objects.get(pk="d" * 64)
+    row = SealedArgs.objects.get(pk=call.call_id)
     fresh = ToolCall.objects.get(pk=call.pk)
     assert row.token != old_token and fresh.result_sealed != old_result
     # The old key can go now.

@@ -2,8 +2,9 @@
 each in as few round trips as the database allows.
 
 A call whose args had something redacted brings its sealed full args (traces.services
-`sealed_row`): written by the same statement, as one more CTE, so sensitive args cost no
-extra round trip and args with nothing sensitive cost nothing at all.
+`sealed_row`): on PostgreSQL written by the same statement, as one more CTE, so sensitive
+args cost no extra round trip; elsewhere one more INSERT in the same transaction. Args with
+nothing sensitive cost nothing at all.
 
 On PostgreSQL each is ONE statement (data-modifying CTEs), so it runs in autocommit:
 atomic without a BEGIN and COMMIT of its own. That is 2 round trips a write call instead
@@ -39,10 +40,10 @@ def _cte_ready() -> bool:
 
 
 def _vault_cte(objs: Sequence[Model], guard: str = "") -> tuple[str, list[object]]:
-    """`vault AS (INSERT …)` for the sealed args of `objs` (none: no CTE). A row already
-    there (the same args, sealed by another call) keeps its token; its `created_at` is
-    renewed, so that the retention purge, which re-tests the age of what it deletes,
-    never removes a row a call is reusing at that moment."""
+    """`vault AS (INSERT …)` for the sealed args of `objs` (none: no CTE). Each row is
+    its owner's own (a call's call_id, a compensation's key), so a conflict means a row
+    already written for this owner: it keeps its token and has its `created_at` renewed,
+    so that the retention purge, which re-tests the age of what it deletes, leaves it."""
     sealed = [row for row in map(traces.sealed_row, objs) if row is not None]
     if not sealed:
         return "", []
