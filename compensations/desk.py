@@ -21,6 +21,7 @@ from compensations.services import (
     wake,
 )
 from toolops.models import IdempotencyRecord, Run, ToolCall
+from traces import services as traces
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -109,7 +110,7 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
             status=CS.RESOLVED, finished_at=timezone.now()
         ):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
-        ticket_close(ticket, by, Kind.RESOLVED, note)
+        ticket_close(ticket, by, Kind.RESOLVED, _redacted(note, ticket))
         Run.objects.filter(pk=ticket.run_id, status=Run.Status.COMPENSATION_FAILED).update(
             status=Run.Status.ABORTING
         )
@@ -123,7 +124,14 @@ def ticket_comment(*, ticket: Ticket, by: AbstractBaseUser, text: str) -> Ticket
         raise TicketActionRefused("A comment cannot be empty.")
     with transaction.atomic():
         Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
-        return ticket_event(ticket, by, Kind.COMMENT, text)
+        return ticket_event(ticket, by, Kind.COMMENT, _redacted(text, ticket))
+
+
+def _redacted(text: str, ticket: Ticket) -> str:
+    """A person's note, stored and shown like every other text about the call: without
+    e-mail addresses, card numbers or the sensitive values of the call being undone."""
+    call = ToolCall.objects.filter(compensation__ticket=ticket).first()
+    return traces.redact_text(text, call=call)
 
 
 def tickets_bulk(*, tickets: list[Ticket], by: AbstractBaseUser, action: str) -> dict[str, Any]:

@@ -157,6 +157,8 @@ def run_abort(*, run: Run, reason: str) -> Run:
         return run
     if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
         raise RunEndingConflict(f"run {run.run_id} is {run.status}; it cannot be aborted")
+    # Shown on the run's page and to the agent: no e-mail addresses or card numbers.
+    reason = traces.redact_text(reason)
     with transaction.atomic():
         changed = Run.objects.filter(
             pk=run.pk, status__in=[Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED]
@@ -179,9 +181,8 @@ def run_abort_audited(*, run: Run, reason: str, by: AbstractBaseUser) -> Run:
         before = run.status
         run = run_abort(run=run, reason=reason)
         if before != run.status:
-            audit(
-                by=by, obj=run, flag=CHANGE, message=f"Aborted ({before} → {run.status}): {reason}"
-            )
+            said = traces.redact_text(reason)
+            audit(by=by, obj=run, flag=CHANGE, message=f"Aborted ({before} → {run.status}): {said}")
     return run
 
 

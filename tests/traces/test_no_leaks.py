@@ -326,6 +326,40 @@ def test_an_undo_is_mapped_from_the_full_args_and_result(api: APIClient, echo: E
     assert not leaks(stored_text())
 
 
+def test_what_people_write_about_a_run_and_its_tickets_is_kept_redacted(
+    api: APIClient, echo: Echo, django_user_model: Any
+) -> None:
+    from compensations.desk import ticket_comment, ticket_resolve
+    from toolops.services import run_abort_audited
+
+    create_run(api, "r-sens")
+    assert call(api, 0, "subscribe", SENSITIVE_ARGS)["status"] == "succeeded"
+    echo.plan("/undo", 422)  # the undo fails: a ticket for support
+    # About no one call: e-mail addresses and card numbers are scrubbed.
+    said = f"customer {EMAIL} paid with {CARD}"
+    aborted = api.post("/api/v1/runs/r-sens/abort", {"reason": said}, format="json")
+    assert aborted.status_code == 202
+    while compensation_run_next(run_pk=Run.objects.get(run_id="r-sens").pk):
+        pass
+    ticket = Compensation.objects.get().ticket
+    support = make_user(django_user_model, "sam", "support")
+
+    # About the call it undoes: that call's sensitive values are scrubbed too.
+    ticket_comment(ticket=ticket, by=support, text=f"called {EMAIL}; their key is {API_KEY}")
+    ticket_resolve(ticket=ticket, by=support, note=f"refunded card {CARD} by hand")
+    # An operator's abort from the console is audited with its reason.
+    create_run(api, "r-other")
+    operator = make_user(django_user_model, "olga", "operators")
+    run_abort_audited(run=Run.objects.get(run_id="r-other"), reason=said, by=operator)
+
+    assert Run.objects.get(run_id="r-sens").end_reason == (
+        "customer [redacted email] paid with [redacted card]"
+    )
+    assert not leaks(stored_text())
+    run_page = logged_in(operator).get(f"/console/runs/{Run.objects.get(run_id='r-sens').pk}/")
+    assert not leaks(run_page.content.decode())
+
+
 @pytest.mark.parametrize(
     "args",
     [
