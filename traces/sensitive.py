@@ -145,6 +145,9 @@ class Redaction:
     # The literal values taken out (for scrubbing them from text), longest first.
     secrets: tuple[str, ...]
     changed: bool
+    # A string of the value already held a mark ("[redacted email]" quoted back by the
+    # agent): its stored form could be taken for a redacted one.
+    marked: bool = False
 
 
 def redact_value(
@@ -163,19 +166,22 @@ def redact_value(
         # (an API key quoted in a message): scrub it there too, in a second pass over
         # what is already redacted. Only when something sensitive was found.
         out = _Walk(found).value(out, None, None)
-    return Redaction(out if walk.changed else value, found, walk.changed)
+    return Redaction(out if walk.changed else value, found, walk.changed, walk.marked)
 
 
 class _Walk:
-    __slots__ = ("changed", "found", "secrets")
+    __slots__ = ("changed", "found", "marked", "secrets")
 
     def __init__(self, secrets: Sequence[str]) -> None:
         self.secrets = secrets
         self.found: list[str] = []
         self.changed = False
+        self.marked = False
 
     def value(self, value: Any, schema: dict[str, Any] | None, tree: PathTree | None) -> Any:
         if isinstance(value, str):
+            if MARK in value:
+                self.marked = True
             # The common case inline: nothing to look for, nothing found.
             if not self.secrets and "@" not in value and MAYBE_CARD.search(value) is None:
                 return value

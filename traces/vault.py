@@ -162,7 +162,7 @@ def args_seal(obj: Any, *, spec: Any, source: Any = None) -> None:
     # Args that hold a mark of their own ("[redacted]" quoted from an error message) are
     # sealed too: a stored mark then always has a row behind it, and a row missing is a
     # row lost, never args that were whole.
-    sealed = done.changed or sensitive.has_mark(full)
+    sealed = done.changed or done.marked
     row = SealedArgs(digest=_vault_key(obj), token=seal(full)) if sealed else None
     setattr(obj, ARGS_MEMO, _Args(done.value, full, sensitive.merged(done.secrets, inherited), row))
 
