@@ -129,8 +129,18 @@ def _instrument() -> None:
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.urllib3 import URLLib3Instrumentor
 
-    for instrumentor in (DjangoInstrumentor(), CeleryInstrumentor(), URLLib3Instrumentor()):
-        if not instrumentor.is_instrumented_by_opentelemetry:
+    # OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names those to leave off, as for the
+    # opentelemetry-instrument launcher ("django,celery,urllib3").
+    off = {
+        name.strip()
+        for name in os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",")
+    }
+    instrumentors = {
+        "django": DjangoInstrumentor, "celery": CeleryInstrumentor, "urllib3": URLLib3Instrumentor,
+    }  # fmt: skip
+    for name, kind in instrumentors.items():
+        instrumentor = kind()
+        if name not in off and not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument(tracer_provider=_provider)
 
 

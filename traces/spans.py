@@ -16,6 +16,8 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import cache
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,9 +25,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from toolops.models import Attempt, ToolCall
+from toolops.tools import registry
 
 from . import otel
-from .sensitive import MARK as REDACTION_MARK
+from .vault import args_redacted
 
 # Not ended: no call span yet. An unknown outcome is not an ending either: its span goes
 # out when the worker or a person settles it (its looks meanwhile, as children).
@@ -109,25 +112,34 @@ def _ns(moment: datetime) -> int:
     return int(moment.timestamp() * 1e9)
 
 
-def _context(trace_id: str, span_id: str) -> Any:
-    from opentelemetry.trace import SpanContext, TraceFlags
+@cache
+def _otel() -> SimpleNamespace:
+    """The SDK's types, imported once, on the first span built: a process that exports
+    nothing never pays for importing the SDK, and one that does pays once, not per span."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-    return SpanContext(
-        trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=False,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    return SimpleNamespace(
+        ReadableSpan=ReadableSpan, Link=Link, SpanContext=SpanContext, SpanKind=SpanKind,
+        OK=Status(StatusCode.OK), ERROR=Status(StatusCode.ERROR),
+        UNSET=Status(StatusCode.UNSET), SAMPLED=TraceFlags(TraceFlags.SAMPLED),
     )  # fmt: skip
+
+
+def _context(trace_id: str, span_id: str) -> Any:
+    o = _otel()
+    return o.SpanContext(int(trace_id, 16), int(span_id, 16), False, o.SAMPLED)
 
 
 def _call_span(
     call: ToolCall, trace_id: str, *, span_id: str = "", start: datetime | None = None,
     end: datetime | None = None, parent_span_id: str | None = None, links: list[Any] | None = None,
 ) -> Any:  # fmt: skip
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-
+    o = _otel()
     replayed = bool(span_id)
     ok = call.status == ToolCall.Status.SUCCEEDED
-    tool = _tool_name(call.tool)
+    spec = registry.get(call.tool)
+    tool = call.tool if spec is not None else UNKNOWN_TOOL
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -140,35 +152,31 @@ def _call_span(
         "toolops.args_hash": args_hash(call),
         "toolops.attempts": call.attempts,
     }
-    if call.idempotency_key and _is_write(call):
+    if call.idempotency_key and (spec is None or not spec.is_read):
         attributes["toolops.idempotency_key"] = call.idempotency_key
     if call.role == ToolCall.Role.UNDO:
         attributes["toolops.role"] = "compensation"
-    status = Status(StatusCode.OK) if ok else Status(StatusCode.ERROR)
+    status = o.OK if ok else o.ERROR
     if not ok:
         attributes["error.type"] = call.error_reason or call.status
     links = list(links or ())
     if call.link and not replayed:
         linked_trace, _, linked_span = call.link.partition("-")
-        links.append(Link(_context(linked_trace, linked_span), {"toolops.link": "undoes"}))
+        links.append(o.Link(_context(linked_trace, linked_span), {"toolops.link": "undoes"}))
     parent_id = call.parent_span_id if parent_span_id is None else parent_span_id
     parent = _context(trace_id, parent_id) if parent_id else None
     start = start or call.created_at
     end = end or call.finished_at or timezone.now()
-    return ReadableSpan(
+    return o.ReadableSpan(
         name=f"execute_tool {tool}", context=_context(trace_id, span_id or call.span_id),
         parent=parent, resource=otel.resource(), attributes=attributes, links=links,
-        kind=SpanKind.INTERNAL, status=status, start_time=_ns(start),
+        kind=o.SpanKind.INTERNAL, status=status, start_time=_ns(start),
         end_time=max(_ns(end), _ns(start)), instrumentation_scope=otel.scope(),
     )  # fmt: skip
 
 
 def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -> list[Any]:
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    from toolops.tools import registry
-
+    o = _otel()
     spec = registry.get(call.tool)
     query_tool = spec.query.tool if spec is not None and spec.query is not None else None
     parent = _context(trace_id, call.span_id)
@@ -203,14 +211,14 @@ def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -
         method = attributes.get("http.request.method")
         name = f"reconcile {tool}" if reconcile else f"{method + ' ' if method else ''}{tool}"
         spans.append(
-            ReadableSpan(
+            o.ReadableSpan(
                 name=name,
                 context=_context(trace_id, row.span_id),
                 parent=parent,
                 resource=otel.resource(),
                 attributes=attributes,
-                kind=SpanKind.CLIENT,
-                status=Status(StatusCode.UNSET if ok else StatusCode.ERROR),
+                kind=o.SpanKind.CLIENT,
+                status=o.UNSET if ok else o.ERROR,
                 start_time=start,
                 end_time=start + int(row.duration_ms * 1e6),
                 instrumentation_scope=otel.scope(),
@@ -223,20 +231,7 @@ def args_hash(call: ToolCall) -> str:
     """The args hash a span carries: the call's own when its args held nothing sensitive;
     else a hash of the redacted args, so that a collector's data cannot confirm a guess
     at a redacted value (an e-mail plus fixed text is small enough to guess)."""
-    stored = json.dumps(call.args, sort_keys=True, separators=(",", ":"), default=str)
-    if REDACTION_MARK not in stored:
+    if not args_redacted(call):
         return call.args_digest
+    stored = json.dumps(call.args, sort_keys=True, separators=(",", ":"), default=str)
     return "redacted:" + hashlib.sha256(stored.encode()).hexdigest()
-
-
-def _tool_name(tool: str) -> str:
-    from toolops.tools import registry
-
-    return tool if registry.get(tool) is not None else UNKNOWN_TOOL
-
-
-def _is_write(call: ToolCall) -> bool:
-    from toolops.tools import registry
-
-    spec = registry.get(call.tool)
-    return spec is None or not spec.is_read

@@ -213,6 +213,16 @@ def args_read(obj: Any) -> tuple[Any, SealedArgsUnavailable | None]:
     return memo.full, memo.problem
 
 
+def args_redacted(obj: Any) -> bool:
+    """Whether `obj`'s stored args had anything redacted. Known without a look at the
+    args when this process holds them (redaction returns the very object it was given
+    when it changed nothing); otherwise read from the stored args."""
+    memo: _Args | None = getattr(obj, ARGS_MEMO, None)
+    if memo is not None and memo.shown is obj.args and memo.problem is None:
+        return memo.full is not memo.shown
+    return sensitive.has_mark(obj.args)
+
+
 def sealed_row(obj: Any) -> SealedArgs | None:
     memo: _Args | None = getattr(obj, ARGS_MEMO, None)
     return memo.row if memo is not None and memo.shown is obj.args else None

@@ -276,3 +276,18 @@ def test_no_exported_span_carries_args_results_or_their_secrets(
     text = repr(spans)
     for secret in (*SECRETS.values(), SECRETS["card"].replace(" ", "")):
         assert secret not in text
+
+
+def test_instrumentations_named_disabled_stay_off(
+    toolops_server: Any, agent_a: tuple[Any, str], shop: Shop, otlp_http: Receiver
+) -> None:
+    env = export_env(otlp_http, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="django, urllib3")
+    server = toolops_server(**env)
+    assert httpx.get(f"{server.url}/console/login/").status_code == 200
+    agent = Agent(server.url, agent_a[1])
+
+    agent.call(0, "query_stock", {"sku": "A12"})
+
+    spans = toolops_spans(otlp_http, 2)
+    assert len(spans) == 2  # ToolOps' own spans still go out
+    assert not [s for s in otlp_http.spans if s["scope"] != "toolops"]
