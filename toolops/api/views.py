@@ -222,13 +222,23 @@ class ToolListApi(APIView):
     content_negotiation_class = IgnoreFormatNegotiation
 
     @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=["openai"])],
+        parameters=[OpenApiParameter("format", str, enum=["openai", "anthropic"])],
         responses={200: ToolListSchema, **ERRORS},
     )
     def get(self, request: Request) -> Response:
+        shape = request.query_params.get("format", "")
+        if shape not in ("", "openai", "anthropic"):
+            raise serializers.ValidationError(
+                {"format": [f"unknown format {shape[:40]!r}: use openai or anthropic, or none"]}
+            )
         tools = registry.public_tools()
         unavailable = breaker.availability()
-        if request.query_params.get("format") == "openai":
+        if shape == "anthropic":
+            return Response({"tools": [
+                {"name": t.name, "description": t.description, "input_schema": t.params_schema}
+                for t in tools
+            ]})  # fmt: skip
+        if shape == "openai":
             return Response({"tools": [
                 {"type": "function", "function": {
                     "name": t.name, "description": t.description, "parameters": t.params_schema,
