@@ -1,0 +1,152 @@
+"""What both clients share: the call object, the typed errors, the request bodies."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+JSON = dict[str, Any]
+WAITING = ("pending_approval", "in_progress")
+USABLE = ("succeeded", "degraded")
+TRIES = 3
+RETRY_STATUSES = (502, 503, 504)
+LONG_POLL_MAX_S = 30.0  # API.md: ?wait=N with N ≤ 30
+
+
+class ToolOpsError(Exception):
+    """The API refused the request (4xx/5xx): its problem body's `detail`, and more."""
+
+    def __init__(self, status: int, detail: str, body: Any = None) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+        self.body = body
+
+
+class Unauthorized(ToolOpsError):
+    """401: a missing or wrong token."""
+
+
+class NotFound(ToolOpsError):
+    """404: no such run or call for this agent."""
+
+
+class Conflict(ToolOpsError):
+    """409: e.g. a tool_call_id already used for another call, or a run that has ended."""
+
+
+class BadRequest(ToolOpsError):
+    """400/413/422: the request itself is wrong (not the tool: that is a call's status)."""
+
+
+class ServerError(ToolOpsError):
+    """5xx after the tries that were safe to make."""
+
+
+def _error(response: httpx.Response) -> ToolOpsError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    detail = str(detail or response.text or response.reason_phrase)[:1000]
+    kind = {401: Unauthorized, 404: NotFound, 409: Conflict}.get(response.status_code)
+    if kind is None:
+        kind = ServerError if response.status_code >= 500 else BadRequest
+    return kind(response.status_code, detail, body)
+
+
+@dataclass
+class Call:
+    """A call object (API.md "Calls"); `raw` is the whole answer."""
+
+    raw: JSON
+
+    call_id: str = field(init=False)
+    tool_call_id: str = field(init=False)
+    tool: str = field(init=False)
+    status: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.call_id = self.raw["call_id"]
+        self.tool_call_id = self.raw["tool_call_id"]
+        self.tool = self.raw["tool"]
+        self.status = self.raw["status"]
+
+    @property
+    def ok(self) -> bool:
+        """Succeeded or degraded: its result may be used."""
+        return self.status in USABLE
+
+    @property
+    def waiting(self) -> bool:
+        """Pending approval or still in progress."""
+        return self.status in WAITING
+
+    @property
+    def result(self) -> Any:
+        return self.raw.get("result")
+
+    @property
+    def feedback(self) -> str:
+        """What to tell the model (API.md): what happened and what to do next."""
+        return str(self.raw.get("feedback") or "")
+
+    @property
+    def replayed(self) -> bool:
+        return bool(self.raw.get("replayed"))
+
+    @property
+    def error(self) -> JSON | None:
+        return self.raw.get("error")
+
+    @property
+    def approval(self) -> JSON | None:
+        return self.raw.get("approval")
+
+
+def _call_body(
+    tool: str, args: Mapping[str, Any] | str, step_index: int, tool_call_id: str | None,
+    depends_on: list[str] | None, tokens: int, wait: float,
+) -> JSON:  # fmt: skip
+    body: JSON = {
+        "step_index": step_index,
+        "tool": tool,
+        "args": args if isinstance(args, str) else dict(args),
+        # Made here, before the first try, so that a retry is the same request.
+        "tool_call_id": tool_call_id or f"tc-{uuid.uuid4().hex[:20]}",
+    }
+    if depends_on:
+        body["depends_on"] = list(depends_on)
+    if tokens:
+        body["tokens"] = tokens
+    if wait:
+        body["wait"] = min(wait, LONG_POLL_MAX_S)
+    return body
+
+
+def _run_body(
+    *, run_id: str | None = None, session_key: str | None = None,
+    budget: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+    trace_id: str | None = None,
+) -> JSON:  # fmt: skip
+    body: JSON = {"run_id": run_id or f"r-{uuid.uuid4().hex[:20]}"}
+    for name, value in (
+        ("session_key", session_key), ("budget", budget), ("metadata", metadata),
+        ("trace_id", trace_id),
+    ):  # fmt: skip
+        if value is not None:
+            body[name] = dict(value) if isinstance(value, Mapping) else value
+    return body
+
+
+def _abort_reason(exc: BaseException) -> str:
+    return (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:500]
+
+
+def _delay(attempt: int) -> float:
+    return 0.2 * 2**attempt

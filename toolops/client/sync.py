@@ -1,0 +1,156 @@
+"""The client for synchronous code: ToolOps and its Run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from .calls import (
+    JSON,
+    LONG_POLL_MAX_S,
+    RETRY_STATUSES,
+    TRIES,
+    Call,
+    _abort_reason,
+    _call_body,
+    _delay,
+    _error,
+    _run_body,
+)
+
+
+class ToolOps:
+    """The executor API for one agent (its token)."""
+
+    def __init__(
+        self, url: str, token: str, *, timeout_s: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:  # fmt: skip
+        self.url = url.rstrip("/")
+        self.http = httpx.Client(
+            base_url=self.url + "/api/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            # Long-polls hold the response up to 30 s: the read timeout outlasts them.
+            timeout=httpx.Timeout(timeout_s, read=max(timeout_s, LONG_POLL_MAX_S + 10)),
+            transport=transport,
+        )
+
+    def __enter__(self) -> ToolOps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, *, retry: bool, **kwargs: Any) -> JSON:
+        """One API request; tried again on network errors and 502/503/504 only when
+        `retry` (the request is safe to repeat)."""
+        for attempt in range(TRIES):
+            last = attempt == TRIES - 1 or not retry
+            try:
+                response = self.http.request(method, path, **kwargs)
+            except httpx.TransportError:
+                if last:
+                    raise
+                time.sleep(_delay(attempt))
+                continue
+            if response.status_code in RETRY_STATUSES and not last:
+                time.sleep(_delay(attempt))
+                continue
+            if response.status_code >= 400:
+                raise _error(response)
+            return response.json()
+        raise AssertionError("unreachable")
+
+    def tools(self, *, format: str | None = None) -> list[JSON]:  # noqa: A002 - API.md's name
+        """The catalog's tools (`format="openai"` for function definitions)."""
+        params = {"format": format} if format else None
+        return self.request("GET", "/tools", retry=True, params=params)["tools"]
+
+    def run_create(self, **fields: Any) -> JSON:
+        return self.request("POST", "/runs", retry=True, json=_run_body(**fields))
+
+    def open_run(self, **fields: Any) -> Run:
+        """A run, without the block: the caller completes or aborts it."""
+        return Run(self, self.run_create(**fields))
+
+    @contextmanager
+    def run(
+        self, *, run_id: str | None = None, session_key: str | None = None,
+        budget: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
+    ) -> Iterator[Run]:  # fmt: skip
+        """A run for the block: completed when it ends normally, aborted (the worker then
+        undoes its writes) with the exception's text when it raises."""
+        data = self.run_create(
+            run_id=run_id, session_key=session_key, budget=budget, metadata=metadata,
+            trace_id=trace_id,
+        )  # fmt: skip
+        run = Run(self, data)
+        try:
+            yield run
+        except BaseException as exc:
+            run.abort(_abort_reason(exc))
+            raise
+        run.complete()
+
+    def call_get(self, call_id: str, *, wait: float = 0) -> Call:
+        params = {"wait": f"{min(wait, LONG_POLL_MAX_S):g}"} if wait > 0 else None
+        return Call(self.request("GET", f"/calls/{call_id}", retry=True, params=params))
+
+
+class Run:
+    """One run: its calls, steps counted for the caller unless given."""
+
+    def __init__(self, client: ToolOps, data: JSON) -> None:
+        self.client = client
+        self.data = data
+        self.run_id: str = data["run_id"]
+        self.trace_id: str = data.get("trace_id", "")
+        self.next_step = len(data.get("calls") or [])
+
+    def call(
+        self, tool: str, args: Mapping[str, Any] | str, *, step_index: int | None = None,
+        tool_call_id: str | None = None, depends_on: list[str] | None = None, tokens: int = 0,
+        wait: float = 0,
+    ) -> Call:  # fmt: skip
+        """Run one tool call. Its outcome is a Call, whatever it is: a failed tool is not
+        an exception (its `feedback` is for the model). `wait` holds the answer up to that
+        many seconds (≤ 30) while it waits for a person."""
+        step = self.next_step if step_index is None else step_index
+        self.next_step = max(self.next_step, step + 1)
+        body = _call_body(tool, args, step, tool_call_id, depends_on, tokens, wait)
+        return Call(
+            self.client.request("POST", f"/runs/{self.run_id}/calls", retry=True, json=body)
+        )
+
+    def wait(self, call: Call, *, timeout: float) -> Call:
+        """Long-poll `call` while it waits (approval, or in progress), up to `timeout`
+        seconds; the call as it then stands."""
+        deadline = time.monotonic() + timeout
+        while call.waiting and (left := deadline - time.monotonic()) > 0:
+            call = self.client.call_get(call.call_id, wait=left)
+        return call
+
+    def tools(self, **kwargs: Any) -> list[JSON]:
+        return self.client.tools(**kwargs)
+
+    def get(self) -> JSON:
+        self.data = self.client.request("GET", f"/runs/{self.run_id}", retry=True)
+        return self.data
+
+    def complete(self) -> JSON:
+        self.data = self.client.request("POST", f"/runs/{self.run_id}/complete", retry=True)
+        return self.data
+
+    def abort(self, reason: str) -> JSON:
+        self.data = self.client.request(
+            "POST", f"/runs/{self.run_id}/abort", retry=True, json={"reason": reason}
+        )
+        return self.data
