@@ -96,10 +96,12 @@ def call_write_key(
 
 
 def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
-    started = timezone.now()
+    # A replay's span needs its start; nothing else on this path does.
+    started = timezone.now() if traces.spans_exporting() else None
     answer = _call_submit(run=run, request=request, prepared=prepared)
     if answer.replayed:
-        traces.replay_export(call=answer.call, traceparent=request.traceparent, started=started)
+        if started is not None:
+            traces.replay_export(call=answer.call, traceparent=request.traceparent, started=started)
         # Answered with an existing call (its idempotency record, an earlier call with this
         # tool_call_id, or after waiting for the first request): no call row is written,
         # so the hit rate counts it here, in one statement.
