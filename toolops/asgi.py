@@ -15,9 +15,16 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 django_application = ASGIStaticFilesHandler(get_asgi_application())
 
 from toolops.api.middleware import ApiASGIHandler, PathRouter  # noqa: E402
+from toolops.mcp.asgi import McpApp  # noqa: E402
 
-# The executor API gets a handler with a short middleware chain of its own.
-http_application = PathRouter(prefix="/api/", api=ApiASGIHandler(), pages=django_application)
+# The executor API gets a handler with a short middleware chain of its own; /mcp/ is the
+# MCP server, speaking the same executor.
+mcp_application = McpApp()
+http_application = PathRouter(
+    prefix="/mcp",
+    api=mcp_application,
+    pages=PathRouter(prefix="/api/", api=ApiASGIHandler(), pages=django_application),
+)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -104,6 +111,7 @@ application = BodyLimit(
     ProtocolTypeRouter(
         {
             "http": http_application,
+            "lifespan": mcp_application.lifespan,
             "websocket": AllowedHostsOriginValidator(
                 AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
             ),

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 from compensations import services as compensation_services
+from toolops import selectors
 from toolops.approvals import services as approval_services
 from toolops.executor import breaker
 from toolops.executor import prepare as preparing
@@ -34,7 +35,7 @@ from toolops.models import (
 from traces import services as traces
 
 __all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_submit",
-           "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
+           "call_create", "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
 
 
 class RunEndingConflict(Exception):
@@ -93,6 +94,35 @@ def call_write_key(
     *, agent: Agent, run_id: str, request: CallRequest, prepared: Prepared
 ) -> str | None:
     return preparing.write_key(agent_id=agent.pk, run_id=run_id, request=request, prepared=prepared)
+
+
+def call_create(*, agent: Agent, run_id: str, request: CallRequest) -> CallAnswer:
+    """A call in the agent's run, as `POST /runs/{run_id}/calls` makes it (the API and
+    the MCP server). The answer's call has its run attached."""
+    prepared = call_prepare(request=request)
+    # One query reads the run, the tool's breaker, an earlier call with this
+    # tool_call_id and, for a write, the claim of its key: a replay needs no other.
+    run = selectors.run_get_for_agent(
+        agent=agent,
+        run_id=run_id,
+        tool_call_id=request.tool_call_id,
+        tool=request.tool,
+        idempotency_key=call_write_key(
+            agent=agent, run_id=run_id, request=request, prepared=prepared
+        ),
+        duplicate_probe=_duplicate_probe(prepared),
+    )
+    answer = call_submit(run=run, request=request, prepared=prepared)
+    answer.call.run = run
+    return answer
+
+
+def _duplicate_probe(prepared: Prepared) -> tuple[str, str, int] | None:
+    """What the session-duplicate check needs, read along with the run (writes only)."""
+    spec = prepared.spec
+    if spec is None or spec.is_read or prepared.problem or not spec.session_dedupe_window_s:
+        return None
+    return spec.name, prepared.digest, spec.session_dedupe_window_s
 
 
 def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:

@@ -334,6 +334,20 @@ TOOLOPS_COMPENSATION_GRACE_S = envfloat("TOOLOPS_COMPENSATION_GRACE_S", 10.0)
 # An approved call whose worker message was lost is started by the sweep after this.
 TOOLOPS_APPROVAL_GRACE_S = envfloat("TOOLOPS_APPROVAL_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
+# The MCP server (/mcp/, docs/agents.md): how long a tools/call waits for a reviewer
+# before answering that it waits (the API's long-poll cap), and how long an idle
+# session lives.
+TOOLOPS_MCP_WAIT_S = envfloat("TOOLOPS_MCP_WAIT_S", 30.0)
+if not 0 <= TOOLOPS_MCP_WAIT_S <= 30:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_MCP_WAIT_S must be 0 to 30 seconds, got {os.getenv('TOOLOPS_MCP_WAIT_S')!r}"
+    )
+TOOLOPS_MCP_IDLE_S = envfloat("TOOLOPS_MCP_IDLE_S", 1800.0)
+if not 0 < TOOLOPS_MCP_IDLE_S < 10**7:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_MCP_IDLE_S must be a positive number of seconds, "
+        f"got {os.getenv('TOOLOPS_MCP_IDLE_S')!r}"
+    )
 # Ended runs (calls, attempts: the stored spans), old attempts and replay counts are
 # purged this many days on (docs/retention.md). Checked here, so that a bad value stops
 # the process at start rather than failing the purge an hour later; at most a century,

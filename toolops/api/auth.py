@@ -27,11 +27,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise exceptions.AuthenticationFailed("Authorization must be 'Bearer <token>'.")
-        agent = _agent_for(token_digest(token))
+        agent = agent_for_token(token)
         if agent is None:
             raise exceptions.AuthenticationFailed("The token is not valid.")
-        if agent.rate_limit_per_minute:
-            _enforce_rate_limit(agent)
         return agent, None
 
     def authenticate_header(self, request: Request) -> str:
@@ -43,6 +41,14 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 # agent is refused by every process within AGENT_CACHE_S.
 AGENT_CACHE_S = 10.0
 _agents: dict[str, tuple[Agent, float]] = {}
+
+
+def agent_for_token(token: str) -> Agent | None:
+    """The active agent holding `token`, within its rate limit (else RateLimited)."""
+    agent = _agent_for(token_digest(token))
+    if agent is not None and agent.rate_limit_per_minute:
+        _enforce_rate_limit(agent)
+    return agent
 
 
 def _agent_for(digest: str) -> Agent | None:

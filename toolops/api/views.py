@@ -165,33 +165,11 @@ class CallCreateApi(APIView):
         call_request = services.CallRequest(
             **data.validated_data, traceparent=request.META.get("HTTP_TRACEPARENT", "")
         )
-        prepared = services.call_prepare(request=call_request)
-        # One query reads the run, the tool's breaker, an earlier call with this
-        # tool_call_id and, for a write, the claim of its key: a replay needs no other.
-        run = selectors.run_get_for_agent(
-            agent=request.user,
-            run_id=run_id,
-            tool_call_id=call_request.tool_call_id,
-            tool=call_request.tool,
-            idempotency_key=services.call_write_key(
-                agent=request.user, run_id=run_id, request=call_request, prepared=prepared
-            ),
-            duplicate_probe=_duplicate_probe(prepared),
-        )
-        answer = services.call_submit(run=run, request=call_request, prepared=prepared)
-        call = answer.call
-        call.run = run
+        answer = services.call_create(agent=request.user, run_id=run_id, request=call_request)
         return Response(
-            call_out(call, replayed=answer.replayed), status=202 if call.is_waiting else 200
+            call_out(answer.call, replayed=answer.replayed),
+            status=202 if answer.call.is_waiting else 200,
         )
-
-
-def _duplicate_probe(prepared: services.Prepared) -> tuple[str, str, int] | None:
-    """What the session-duplicate check needs, read along with the run (writes only)."""
-    spec = prepared.spec
-    if spec is None or spec.is_read or prepared.problem or not spec.session_dedupe_window_s:
-        return None
-    return spec.name, prepared.digest, spec.session_dedupe_window_s
 
 
 class CallDetailApi(APIView):

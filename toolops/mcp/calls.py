@@ -1,0 +1,171 @@
+"""What an MCP request does in ToolOps (sync, Django): list the agent's tools, and run a
+`tools/call` as an executor call — the same service the REST API's calls go through."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404
+from rest_framework.exceptions import APIException
+
+from toolops import selectors, services
+from toolops.api.output import call_out
+from toolops.models import Agent, Run
+from toolops.tools import registry
+from toolops.tools.spec import ToolSpec
+
+log = logging.getLogger(__name__)
+
+RUN_KEY = "toolops/run_id"
+WAITING = ("pending_approval", "in_progress")
+STEP_KEY = "toolops/step_index"
+
+
+class BadMeta(ValueError):
+    """`_meta` names a run or step ToolOps cannot use; the message says which and why."""
+
+
+@dataclass
+class Outcome:
+    """A tools/call answer: the text the model reads, the JSON result, and whether it is
+    an error (the call failed, was refused, or still waits for a reviewer)."""
+
+    text: str
+    structured: dict[str, Any] | None
+    is_error: bool
+
+
+def tool_list() -> list[dict[str, Any]]:
+    """The catalog's non-internal tools: name, description, params schema, and hints
+    from the tool's kind (a read changes nothing; an idempotent write may be repeated)."""
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.params_schema,
+         "annotations": _hints(t)}
+        for t in registry.public_tools()
+    ]  # fmt: skip
+
+
+def _hints(spec: ToolSpec) -> dict[str, bool]:
+    return {
+        "readOnlyHint": spec.is_read,
+        "idempotentHint": spec.kind in ("read", "idempotent_write"),
+        "destructiveHint": spec.kind == "irreversible",
+        "openWorldHint": True,
+    }
+
+
+def session_run_id(session_id: str) -> str:
+    return f"mcp-{session_id}"
+
+
+def call(
+    *, agent: Agent, session_id: str | None, tool: str, arguments: dict[str, Any] | None,
+    meta: dict[str, Any], traceparent: str,
+) -> Outcome:  # fmt: skip
+    """One tools/call: in the run `_meta` names, else the session's own run, at the step
+    `_meta` names, else 0 — so the same write with the same args, sent again by a client
+    that retries without ids, is the same call (answered from the record, never sent
+    twice). A call that waits for a reviewer is waited for up to TOOLOPS_MCP_WAIT_S."""
+    run_id, step_index = _placement(meta, session_id)
+    request = services.CallRequest(
+        step_index=step_index, tool=tool, args=arguments or {}, traceparent=traceparent,
+        wait=float(settings.TOOLOPS_MCP_WAIT_S),
+    )  # fmt: skip
+    try:
+        try:
+            answer = services.call_create(agent=agent, run_id=run_id, request=request)
+        except Http404:
+            # The run's first call makes it, in the agent's trace when it sent one.
+            services.run_create(
+                agent=agent, run_id=run_id, trace_id=_trace_id(traceparent), session_key=None,
+                budget=None, metadata={"source": "mcp"},
+            )  # fmt: skip
+            answer = services.call_create(agent=agent, run_id=run_id, request=request)
+    except APIException as exc:
+        return Outcome(f"ToolOps refused the call: {_detail(exc)}", None, True)
+    return outcome_of(call_out(answer.call, replayed=answer.replayed))
+
+
+def outcome_of(out: dict[str, Any]) -> Outcome:
+    """The model's view of a call object: the result when it may be used, else the
+    feedback; a call still waiting says so and that asking again is safe."""
+    status = out["status"]
+    if status in ("succeeded", "degraded"):
+        result = out.get("result")
+        text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        structured = result if isinstance(result, dict) else {"result": result}
+        return Outcome(text, structured, False)
+    if status in WAITING:
+        waiting = (
+            "waits for a reviewer to approve it in the ToolOps console"
+            if status == "pending_approval" else "is still in progress"
+        )  # fmt: skip
+        text = (
+            f"{out['tool']} {waiting}; nothing more was done. Call it again with the same "
+            "arguments (and the same _meta) to get its outcome: it is the same call, and "
+            "it will not run twice."
+        )
+        return Outcome(text, None, True)
+    return Outcome(out.get("feedback") or f"{out['tool']} {status}", None, True)
+
+
+def _placement(meta: dict[str, Any], session_id: str | None) -> tuple[str, int]:
+    run_id = meta.get(RUN_KEY)
+    if run_id is None:
+        if not session_id:
+            raise BadMeta(f"name the run in _meta[{RUN_KEY!r}]: this connection has no session")
+        run_id = session_run_id(session_id)
+    if not isinstance(run_id, str):
+        raise BadMeta(f"_meta[{RUN_KEY!r}] must be a string")
+    try:
+        selectors.check_id(run_id, "run")
+    except Http404:
+        raise BadMeta(
+            f"_meta[{RUN_KEY!r}] must be 1-128 letters, digits or . _ : - (got {run_id[:40]!r})"
+        ) from None
+    step = meta.get(STEP_KEY, 0)
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**31:
+        raise BadMeta(f"_meta[{STEP_KEY!r}] must be an integer from 0 to 2147483647")
+    return run_id, step
+
+
+def _trace_id(traceparent: str) -> str | None:
+    """The agent's trace id, so that a run made here joins the agent's trace."""
+    parts = traceparent.split("-")
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
+        try:
+            int(parts[1], 16)
+        except ValueError:
+            return None
+        return parts[1].lower()
+    return None
+
+
+def _detail(exc: APIException) -> str:
+    detail = exc.detail
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {' '.join(map(str, v)) if isinstance(v, list) else v}"
+                         for k, v in detail.items())  # fmt: skip
+    if isinstance(detail, list):
+        return " ".join(map(str, detail))
+    return str(detail)
+
+
+def session_ended(*, agent: Agent, session_id: str) -> None:
+    """A session that ends (closed by its client, or idle) completes its run, so the run's
+    registered undos are discarded and retention can purge it in time. A run that cannot
+    end yet (a call still waits for a reviewer) stays open for the console."""
+    run = Run.objects.filter(agent=agent, run_id=session_run_id(session_id)).first()
+    if run is None or run.status != Run.Status.RUNNING:
+        return
+    if run.calls.filter(status__in=WAITING).exists():
+        log.info("MCP session run %s left open: a call still waits", run.run_id)
+        return
+    try:
+        services.run_complete(run=run)
+    except (services.RunEndingConflict, APIException) as exc:
+        log.info("MCP session run %s left open: %s", run.run_id, exc)

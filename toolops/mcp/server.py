@@ -1,0 +1,104 @@
+"""The MCP server's handlers (the `mcp` SDK's low-level Server): tools/list and
+tools/call, each run in a worker thread with its own database connection."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from channels.db import database_sync_to_async
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+
+from . import calls
+
+AGENT_SCOPE_KEY = "toolops.agent"
+
+
+def _sync(fn: Any) -> Any:
+    # Not thread-sensitive: a call may wait for a reviewer (TOOLOPS_MCP_WAIT_S) without
+    # holding up every other MCP request of the process.
+    return database_sync_to_async(fn, thread_sensitive=False)
+
+
+def _agent(ctx: ServerRequestContext[Any, Any]) -> Any:
+    request = ctx.request
+    agent = request.scope.get(AGENT_SCOPE_KEY) if request is not None else None
+    if agent is None:  # the ASGI app authenticates every request before it gets here
+        raise MCPError(types.INVALID_REQUEST, "unauthenticated")
+    return agent
+
+
+def _session_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    request = ctx.request
+    return request.headers.get("mcp-session-id") if request is not None else None
+
+
+def _traceparent(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any]) -> str:
+    """The agent's W3C traceparent: from `_meta` (MCP's place for it), else the header."""
+    value = meta.get("traceparent")
+    if isinstance(value, str):
+        return value
+    request = ctx.request
+    return (request.headers.get("traceparent") or "") if request is not None else ""
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    _agent(ctx)
+    tools = await _sync(calls.tool_list)()
+    return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    agent = _agent(ctx)
+    meta = dict(params.meta or {})
+    session_id = _session_id(ctx)
+    try:
+        outcome = await _sync(calls.call)(
+            agent=agent, session_id=session_id, tool=params.name,
+            arguments=params.arguments, meta=meta, traceparent=_traceparent(ctx, meta),
+        )  # fmt: skip
+    except calls.BadMeta as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+    if session_id is not None:
+        _complete_when_closed(ctx, agent, session_id)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=outcome.text)],
+        structured_content=outcome.structured,
+        is_error=outcome.is_error,
+    )
+
+
+def _complete_when_closed(ctx: ServerRequestContext[Any, Any], agent: Any, session_id: str) -> None:
+    """Once per session: complete its run when the session ends."""
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is None or connection.state.get("toolops.ends_run"):
+        return
+    connection.state["toolops.ends_run"] = True
+
+    async def ended() -> None:
+        await _sync(calls.session_ended)(agent=agent, session_id=session_id)
+
+    connection.exit_stack.push_async_callback(ended)
+
+
+def build() -> Server[Any]:
+    server: Server[Any] = Server(
+        "toolops",
+        instructions=(
+            "Every tool call goes through ToolOps: a write with the same arguments in the "
+            "same run and step is one call, answered from its record when sent again."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    # ToolOps makes the call's span itself, from its rows (traces/spans.py), in the trace
+    # the agent's traceparent names; a second span per request from the SDK would double it.
+    server.middleware = []
+    return server
