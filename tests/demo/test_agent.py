@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 import signal
@@ -14,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from compensations.models import Ticket
 from tests.conftest import server_env
@@ -477,6 +481,7 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         assert (data_dir / "log" / "worker.log").exists()
 
         check_console(f"http://127.0.0.1:{port}", launcher.password("operator"), happy[1])
+        check_mcp(next(x for x in launcher.lines if x.startswith("MCP: ")))
         # Nobody decides the voucher: the worker's periodic sweep expires it (20 s, then
         # within 15 s), and the agent's watcher, still running in the launcher, says so.
         expired = launcher.wait_for("↳ approval expires:", timeout_s=60)
@@ -493,6 +498,20 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         launcher.kill_all()
     # On SQLite too, the model is told when the breaker closes in UTC, not a bare time.
     assert_until_in_utc(next(x for x in launcher.lines if x.startswith("✓ circuit breaker")))
+
+
+def check_mcp(line: str) -> None:
+    """The banner's MCP URL and token work with the SDK's own client, on SQLite too."""
+    found = re.match(r"MCP: (\S+) .*Bearer (\S+)", line)
+    assert found, line
+    url, token = found[1], found[2]
+
+    async def listed() -> list[str]:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            return [t.name for t in (await client.list_tools()).tools]
+
+    assert "create_order" in asyncio.run(listed())
 
 
 def test_a_re_run_reuses_logins_and_refuses_a_busy_port(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Shop
@@ -43,7 +42,7 @@ async def mcp_client(
 ) -> AsyncIterator[Client]:
     """The SDK's client with the agent's token; `client.seen_session_ids` records the
     sessions the server gave it, `statuses` the HTTP statuses it answered."""
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     seen: list[str] = []
 
     async def note(response: httpx2.Response) -> None:

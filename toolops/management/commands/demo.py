@@ -319,6 +319,10 @@ class Command(BaseCommand):
             f"Agent {AGENT_NAME}: token {token[:9]}… (full token in {logins_path}); "
             f"python -m toolops.demo.agent --url {web_url} --token …"
         )
+        self.say(
+            f"MCP: {web_url}/mcp/ (streamable HTTP) with header "
+            f"Authorization: Bearer {token} — client config in README.md"
+        )
         self.say("Logs: " + ", ".join(str(c.log_path) for c in children))
         self.say("Ctrl-C stops everything.")
 
