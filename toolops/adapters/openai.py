@@ -33,10 +33,14 @@ def responses_tools(client: ToolOps) -> list[dict[str, Any]]:
 def run_tool_calls(
     run: Run, tool_calls: Iterable[Any], *, step_index: int, wait: float = 0
 ) -> list[dict[str, Any]]:
-    """Chat Completions: run an assistant message's `tool_calls`; the `tool` messages to
-    send back, one per call, in order. `wait` long-polls a call waiting for a person."""
+    """Chat Completions: run the function calls among an assistant message's `tool_calls`;
+    the `tool` messages to send back, one per call, in order. Custom tool calls (openai's
+    `ChatCompletionMessageCustomToolCall`, no catalog tool) are the agent's to answer.
+    `wait` long-polls a call waiting for a person."""
     messages = []
     for tool_call in tool_calls:
+        if field(tool_call, "type", "function") != "function":
+            continue
         function = field(tool_call, "function")
         call = run.call(
             field(function, "name"), field(function, "arguments") or "{}",
