@@ -16,10 +16,24 @@ def field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+WHY_HELD = {
+    "irreversible": "it cannot be undone",
+    "policy": "policy requires a person to approve it",
+    "possible_duplicate": "it repeats a call made in another run of this conversation",
+}
+
+
 def model_text(call: Call) -> str:
     """What the model is told of a call: its result as JSON when it may be used, else the
-    feedback (what happened and what to do next; for a call waiting for a person, that
-    it waits). Keys sorted: a replay reads the same as the first answer."""
+    feedback (what happened and what to do next). Keys sorted: a replay reads the same as
+    the first answer. A call waiting for a person is told in the model's terms: the API's
+    feedback for it speaks to the agent's code (how to poll it)."""
     if call.ok:
         return json.dumps(call.result, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    if call.status == "pending_approval":
+        why = WHY_HELD.get((call.approval or {}).get("reason", ""), "it needs a person's approval")
+        return (
+            f"{call.tool} is waiting for a reviewer because {why}; nothing was sent. Do not "
+            "ask for it again or work around it: its outcome follows once a person decides."
+        )
     return call.feedback or f"{call.tool} {call.status}"
