@@ -29,23 +29,24 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.run import (  # noqa: E402 - after the path is set
-    BENCH,
+from bench.cases import (  # noqa: E402 - after the path is set
     CATALOG,
-    HOST,
     PARAMS_SCHEMA,
+    create_runs,
+    toolops_run_ids,
+    toolops_targets,
+)
+from bench.cpu import group_cpu_s  # noqa: E402
+from bench.db import fresh_database  # noqa: E402
+from bench.load import Sample, drive  # noqa: E402
+from bench.procs import (  # noqa: E402
+    BENCH,
+    HOST,
     PY,
     BenchError,
     Processes,
-    Sample,
-    create_runs,
-    drive,
     free_ports,
-    fresh_database,
-    group_cpu_s,
     run_checked,
-    toolops_run_ids,
-    toolops_targets,
     uvicorn_argv,
     wait_http,
 )
