@@ -12,7 +12,8 @@ from toolops.models import ToolCall
 from toolops.tools import registry
 
 from . import claims, feedback
-from .execution import Execution, Tokens, lease_s
+from .budget import Tokens
+from .execution import Execution, lease_s
 
 Status = ToolCall.Status
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import F
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
@@ -22,7 +22,8 @@ from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import backoff, breaker, claims, feedback, store
+from . import backoff, breaker, budget, claims, feedback, store
+from .budget import Tokens
 from .classify import Verdict, classify
 from .reconcile import QueryResult, query_outcome
 from .transport import send
@@ -59,47 +60,6 @@ def end(
     call.finished_at = timezone.now()
 
 
-class Tokens:
-    """A call's tokens count once, when the call is accepted. Against a run with a token
-    limit they are counted up front (the limit decides whether the call runs); otherwise
-    they ride along with the call's final write."""
-
-    def __init__(self, run: Run, tokens: int) -> None:
-        self.run = run
-        self.tokens = tokens
-        self.pending = tokens
-
-    def charge_now(self) -> bool:
-        """Count the tokens before executing, against a token limit; True when they take
-        the run past it (the call is counted, but not executed)."""
-        run = self.run
-        if not self.pending or run.max_tokens is None:
-            return False
-        Run.objects.filter(pk=run.pk).update(tokens_used=F("tokens_used") + self.pending)
-        run.refresh_from_db(fields=["tokens_used", "attempts_used", "status"])
-        self.pending = 0
-        return run.tokens_used > run.max_tokens
-
-
-def charge_run(run: Run, *, attempts: int, tokens: int) -> None:
-    """Add usage and, in the same statement, end the run the moment a limit is reached."""
-    if not run.has_limits:
-        return
-    limit_reached = Q(max_attempts__isnull=False, max_attempts__lte=F("attempts_used") + attempts)
-    limit_reached |= Q(max_tokens__isnull=False, max_tokens__lte=F("tokens_used") + tokens)
-    Run.objects.filter(pk=run.pk).update(
-        attempts_used=F("attempts_used") + attempts,
-        tokens_used=F("tokens_used") + tokens,
-        status=Case(
-            When(
-                Q(status=Run.Status.RUNNING) & limit_reached,
-                then=Value(Run.Status.BUDGET_EXHAUSTED),
-            ),
-            default=F("status"),
-        ),
-    )
-
-
 class Execution:
     """The attempts of one call and their recording.
 
@@ -120,6 +80,9 @@ class Execution:
         self.trace_id = trace_id or run.trace_id
         self.rows: list[Attempt] = []
         self.unreserved_attempts = 0  # attempts not yet added to the run's usage
+        # The first attempt was reserved by the claim statement (budget.upfront); given
+        # back at the record if it was never made.
+        self.prereserved = False
         self.lost_claim = False
         self.resumed = False  # taken over from a holder that died
 
@@ -273,6 +236,9 @@ class Execution:
 
     def _reserve_attempt(self) -> bool:
         run = self.run
+        if self.prereserved:
+            self.prereserved = False
+            return True
         if run.max_attempts is None or not self.budgeted:
             self.unreserved_attempts += 1
             return True
@@ -364,17 +330,21 @@ class Execution:
         # Counters live on the run row only for limited runs; then the result and the
         # usage are written in one transaction. So is a compensation that cannot be built
         # and the ticket it opens: a rare path, where statements do not count.
-        atomic = (self.budgeted and self.run.has_limits) or bool(undo is not None and undo.problem)
-        with transaction.atomic() if atomic else nullcontext():
+        charge = None
+        if self.budgeted and self.run.has_limits:
+            # A first attempt reserved by the claim but never made is given back.
+            attempts = self.unreserved_attempts - (1 if self.prereserved else 0)
+            charge = budget.charge_sql(self.run, attempts=attempts, tokens=self.tokens.pending)
+        # A compensation that cannot be built and the ticket it opens are written in one
+        # transaction: a rare path, where statements do not count.
+        with transaction.atomic() if undo is not None and undo.problem else nullcontext():
             if insert:
-                store.insert_with_attempts(call, self.rows)
+                store.insert_with_attempts(call, self.rows, charge=charge)
                 recorded = True
             else:
                 recorded = store.record_result(
-                    call, self.rows, fence=fence, fields=RESULT_FIELDS, also=also
+                    call, self.rows, fence=fence, fields=RESULT_FIELDS, also=also, charge=charge
                 )
-            if self.budgeted:
-                charge_run(self.run, attempts=self.unreserved_attempts, tokens=self.tokens.pending)
             if recorded and undo is not None and undo.problem:
                 compensation_services.compensation_save_unmappable(compensation=undo)
         if not recorded:

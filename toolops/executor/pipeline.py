@@ -21,8 +21,9 @@ from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import claims, feedback, store
-from .execution import Execution, Tokens, charge_run, end, lease_s, ttl_s
+from . import budget, claims, feedback, store
+from .budget import Tokens, charge_run
+from .execution import Execution, end, lease_s, ttl_s
 from .keys import client_reference, idempotency_key
 from .prepare import CallRequest, Prepared, prepare, write_key
 
@@ -139,7 +140,11 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         return _hold(run=run, call=call, spec=spec, need=need, request=request)
 
     try:
-        won = store.claim_with_call(call, lease_s=lease_s(spec), ttl_s=ttl_s())
+        # A limited run's first attempt and the call's tokens are charged by the claim.
+        won, charged = store.claim_and_charge(
+            call, lease_s=lease_s(spec), ttl_s=ttl_s(),
+            charge=budget.upfront(run, tokens=request.tokens),
+        )  # fmt: skip
     except IntegrityError as exc:
         if not _is_tool_call_id_clash(exc):
             raise
@@ -151,7 +156,11 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
     execution = Execution(run=run, call=call, spec=spec, tokens=tokens, fence=1)
-    if tokens.charge_now():
+    if charged:
+        tokens.pending = 0
+        execution.prereserved = run.max_attempts is not None
+        execution.run_attempts()
+    elif tokens.charge_now():  # the budget did not fit: tell which limit, the long way
         _end_over_tokens(call)
     else:
         execution.run_attempts()

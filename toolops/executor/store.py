@@ -26,6 +26,7 @@ from traces import services as traces
 from . import claims
 
 CALL_TABLE = "toolops_toolcall"
+Sql = tuple[str, list[object]]
 ATTEMPT_TABLE = "toolops_attempt"
 
 
@@ -61,11 +62,21 @@ def _vault_cte(objs: Sequence[Model], guard: str = "") -> tuple[str, list[object
 def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
     """Claim the call's key and, only if won, insert the call row. Raises IntegrityError
     when the run already has a call with this tool_call_id (nothing is written then)."""
+    won, _charged = claim_and_charge(call, lease_s=lease_s, ttl_s=ttl_s, charge=None)
+    return won
+
+
+def claim_and_charge(
+    call: ToolCall, *, lease_s: float, ttl_s: float, charge: Sql | None
+) -> tuple[bool, bool]:
+    """`claim_with_call`, and, only if won, `charge` — a conditional UPDATE of the run row
+    (budget.upfront) — in the same statement. Returns (won, charged)."""
     claim_sql, claim_params = claims.claim_sql(
         key=call.idempotency_key, call_ref=call.call_id, tool=call.tool,
         lease_s=lease_s, ttl_s=ttl_s,
     )  # fmt: skip
     if not _cte_ready():
+        charged = False
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(claim_sql, claim_params)
@@ -73,22 +84,38 @@ def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
             if won:
                 rows.insert([call])
                 traces.sealed_save(call)
-        return won
+                if charge is not None:
+                    with connection.cursor() as cursor:
+                        cursor.execute(*charge)
+                        charged = cursor.rowcount == 1
+        return won, charged
     fields = rows.insert_fields(ToolCall)
     values, params = rows.values_sql([call], fields, typed=True)
+    ctes = [f"claim AS ({claim_sql})"]
+    ctes_params = [*claim_params]
     vault, vault_params = _vault_cte([call], " WHERE EXISTS (SELECT 1 FROM claim)")
-    sql = (
-        f"WITH claim AS ({claim_sql}){', ' + vault if vault else ''} "
+    if vault:
+        ctes.append(vault)
+        ctes_params += vault_params
+    if charge is not None:
+        ctes.append(f"charge AS ({charge[0]} AND EXISTS (SELECT 1 FROM claim) RETURNING 1)")
+        ctes_params += charge[1]
+    insert = (
         f"INSERT INTO {CALL_TABLE} ({rows.columns(fields)}) "
         f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM claim) RETURNING id"
     )
+    if charge is None:
+        sql = f"WITH {', '.join(ctes)} {insert}"
+    else:
+        ctes.append(f"ins AS ({insert})")
+        sql = f"WITH {', '.join(ctes)} SELECT id, EXISTS (SELECT 1 FROM charge) FROM ins"
     with _savepoint_if_nested(), connection.cursor() as cursor:
-        cursor.execute(sql, [*claim_params, *vault_params, *params])
+        cursor.execute(sql, [*ctes_params, *params])
         row = cursor.fetchone()
     if row is None:
-        return False
+        return False, False
     rows.mark_saved(call, row[0])
-    return True
+    return True, bool(row[1]) if charge is not None else False
 
 
 def record_result(
@@ -98,11 +125,13 @@ def record_result(
     fence: int | None,
     fields: Sequence[str],
     also: Sequence[Model] = (),
+    charge: Sql | None = None,
 ) -> bool:
     """Write a claimed call's result and its attempts. The result lands only while our
     fence holds the claim (False otherwise); the attempts happened, so they land anyway.
     `also`: rows (of one model) that land with the result, and only with it — the
-    compensation a successful write registers."""
+    compensation a successful write registers. `charge`: the run's usage (budget.py),
+    counted whether the result lands or not: the attempts were made."""
     if not _cte_ready():
         with transaction.atomic():
             recorded = fence is None or claims.record(key=call.idempotency_key, fence=fence)
@@ -112,6 +141,9 @@ def record_result(
                 for obj in also:
                     traces.sealed_save(obj)
             rows.insert(attempts)
+            if charge is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute(*charge)
         return recorded
     ctes: list[str] = []
     params: list[object] = []
@@ -145,19 +177,27 @@ def record_result(
         if vault:
             ctes.append(vault)
             params += more
+    if charge is not None:
+        ctes.append(f"usage AS ({charge[0]})")
+        params += charge[1]
     with connection.cursor() as cursor:
         cursor.execute(f"WITH {', '.join(ctes)} SELECT count(*) FROM upd", params)
         return cursor.fetchone()[0] == 1
 
 
-def insert_with_attempts(call: ToolCall, attempts: Sequence[Attempt]) -> None:
-    """Insert a finished read call and its attempts. Raises IntegrityError when the run
-    already has a call with this tool_call_id."""
+def insert_with_attempts(
+    call: ToolCall, attempts: Sequence[Attempt], *, charge: Sql | None = None
+) -> None:
+    """Insert a finished read call and its attempts (and `charge` the run's usage).
+    Raises IntegrityError when the run already has a call with this tool_call_id."""
     if not _cte_ready() or not attempts:
         with transaction.atomic():
             rows.insert([call])
             traces.sealed_save(call)
             rows.insert(attempts)
+            if charge is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute(*charge)
         return
     call_fields = rows.insert_fields(ToolCall)
     call_values, params = rows.values_sql([call], call_fields)
@@ -165,14 +205,15 @@ def insert_with_attempts(call: ToolCall, attempts: Sequence[Attempt]) -> None:
     # The attempts' call is inserted by this same statement: its id comes from `c`.
     values, more = rows.values_sql(attempts, attempt_fields, typed=True, related_saved=False)
     vault, vault_params = _vault_cte([call])
+    usage, usage_params = (f", usage AS ({charge[0]})", charge[1]) if charge else ("", [])
     sql = (
         f"WITH c AS (INSERT INTO {CALL_TABLE} ({rows.columns(call_fields)}) VALUES {call_values} "
         "RETURNING id), "
         f"ins AS (INSERT INTO {ATTEMPT_TABLE} (call_id, {rows.columns(attempt_fields)}) "
         f"SELECT c.id, v.* FROM c CROSS JOIN (VALUES {values}) AS v)"
-        f"{', ' + vault if vault else ''} "
+        f"{', ' + vault if vault else ''}{usage} "
         "SELECT id FROM c"
     )
     with _savepoint_if_nested(), connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *more, *vault_params])
+        cursor.execute(sql, [*params, *more, *vault_params, *usage_params])
         rows.mark_saved(call, cursor.fetchone()[0])

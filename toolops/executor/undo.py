@@ -19,8 +19,9 @@ from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
 from . import claims, feedback, store
+from .budget import Tokens
 from .canonical import canonical_json, digest
-from .execution import Execution, Tokens, end, lease_s, ttl_s
+from .execution import Execution, end, lease_s, ttl_s
 from .keys import client_reference
 from .prepare import schema_problem
 

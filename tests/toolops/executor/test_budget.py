@@ -5,11 +5,16 @@ limit is reached the run is budget_exhausted and takes no more calls."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
+from toolops.executor import breaker
 from toolops.models import ToolCall
 
 from .helpers import call_ok, get_run, post_call, start_run
@@ -152,3 +157,113 @@ def test_it_shows_the_run_exhausted_as_soon_as_max_seconds_have_passed(
 
     assert run["status"] == "budget_exhausted"
     assert run["usage"]["seconds"] >= 0.3
+
+
+RESERVE = {"sku": "A12", "qty": 1}
+
+
+def test_a_write_in_a_limited_run_costs_no_statement_more_than_in_an_unlimited_one(
+    api: APIClient, shop: Shop, settings: Any
+) -> None:
+    settings.TOOLOPS_POLICY_CACHE_S = 60  # as deployed: policies are cached per process
+
+    def statements_of_a_write(run_id: str, **run: Any) -> list[str]:
+        start_run(api, run_id=run_id, **run)
+        call_ok(api, run_id=run_id, step_index=0, tool="query_stock", args=STOCK)  # warm
+        with CaptureQueriesContext(connection) as ctx:
+            call = call_ok(api, run_id=run_id, step_index=1, tool="reserve_stock",
+                           args=RESERVE, tokens=50)  # fmt: skip
+        assert call["status"] == "succeeded"
+        # The savepoints are the test's own transaction around the claim (store.py).
+        return [q["sql"] for q in ctx.captured_queries
+                if "SAVEPOINT" not in q["sql"].split(" ", 2)[:2]]  # fmt: skip
+
+    free = statements_of_a_write("r-free")
+    limited = statements_of_a_write(
+        "r-limited", budget={"max_attempts": 50, "max_seconds": 3600, "max_tokens": 10_000}
+    )
+
+    if connection.vendor == "postgresql":
+        assert len(limited) == len(free) == 3, "\n".join(s[:160] for s in limited)
+        assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in limited)
+        # The claim reserves the attempt and counts the tokens; the record ends the count.
+        assert "toolops_run" in limited[1] and "toolops_run" in limited[2]
+    run = get_run(api, run_id="r-limited")
+    assert run["usage"]["attempts"] == 2 and run["usage"]["tokens"] == 50
+    assert run["status"] == "running"
+
+
+def test_a_write_with_no_attempt_left_is_not_sent_and_ends_the_run(
+    api: APIClient, shop: Shop
+) -> None:
+    start_run(api, budget={"max_attempts": 1})
+    call_ok(api, step_index=0, tool="query_stock", args=STOCK)
+    # The read took the last attempt: the run ended with it.
+    assert get_run(api)["status"] == "budget_exhausted"
+    assert_refused(api, shop, step_index=1, tool="reserve_stock", args=RESERVE)
+
+    start_run(api, run_id="r-2", budget={"max_attempts": 2})
+    shop.fault("/inventory/reservations", fail_next=5, fail_status=503)
+    call = call_ok(api, run_id="r-2", step_index=0, tool="reserve_stock", args=RESERVE)
+    assert (call["status"], call["error"]["reason"], call["attempts"]) == (
+        "failed", "budget_exhausted", 2,
+    )  # fmt: skip
+    assert len(shop.requests("/inventory/reservations")) == 2
+    run = get_run(api, run_id="r-2")
+    assert (run["status"], run["usage"]["attempts"]) == ("budget_exhausted", 2)
+
+
+def test_a_write_whose_tokens_pass_max_tokens_is_counted_but_not_sent(
+    api: APIClient, shop: Shop
+) -> None:
+    start_run(api, budget={"max_tokens": 100, "max_attempts": 10})
+
+    call = call_ok(api, step_index=0, tool="reserve_stock", args=RESERVE, tokens=150)
+
+    assert (call["status"], call["error"]["reason"], call["attempts"]) == (
+        "failed", "budget_exhausted", 0,
+    )  # fmt: skip
+    assert shop.requests() == []
+    run = get_run(api)
+    assert (run["status"], run["usage"]["tokens"], run["usage"]["attempts"]) == (
+        "budget_exhausted", 150, 0,
+    )  # fmt: skip
+
+
+def test_a_write_that_sends_nothing_gives_its_reserved_attempt_back(
+    api: APIClient, shop: Shop
+) -> None:
+    start_run(api, budget={"max_attempts": 5})
+    breaker.force_open(tool="reserve_stock", seconds=60, reason="maintenance")
+
+    call = call_ok(api, step_index=0, tool="reserve_stock", args=RESERVE, tokens=7)
+
+    assert call["status"] == "failed" and call["error"]["reason"] == "circuit_open"
+    assert shop.requests() == []
+    run = get_run(api)
+    assert (run["usage"]["attempts"], run["usage"]["tokens"]) == (0, 7)
+
+
+def test_concurrent_writes_of_one_run_never_overspend_its_attempts(
+    toolops_server: Any, agent_a: tuple[Any, str], shop: Shop
+) -> None:
+    server = toolops_server()
+    headers = {"Authorization": f"Bearer {agent_a[1]}"}
+    with httpx.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=30) as http:
+        budget = {"max_attempts": 3, "max_tokens": 1000}
+        assert http.post("/runs", json={"run_id": "r-c", "budget": budget}).status_code == 201
+
+        def write(step: int) -> dict[str, Any]:
+            body = {"step_index": step, "tool": "reserve_stock", "tokens": 10,
+                    "args": RESERVE}  # fmt: skip
+            return http.post("/runs/r-c/calls", json=body).json()
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(write, range(8)))
+        run = http.get("/runs/r-c").json()
+
+    sent = [a for a in answers if a.get("status") == "succeeded"]
+    assert len(sent) == 3 == len(shop.requests("/inventory/reservations"))
+    # The others were refused (the run had ended) or counted but not sent.
+    assert all(a.get("status") != "succeeded" for a in answers if a not in sent)
+    assert (run["status"], run["usage"]["attempts"]) == ("budget_exhausted", 3)

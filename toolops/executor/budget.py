@@ -1,0 +1,92 @@
+"""A run's budget on its row: the usage counters of a limited run, and the statements that
+move them (DESIGN.md "budgets").
+
+A write in a limited run must not take extra round trips for its budget. The first
+attempt's reservation and the call's tokens ride in the claim statement (`upfront`),
+applied only when both fit; the attempts and tokens left to count, and the run's end when
+a limit is reached, ride in the record statement (`charge_sql`). Each is a conditional
+UPDATE of the run row, so concurrent calls of one run still never overspend. Only when
+the up-front charge does not fit (the budget is spent, a rare path) does the call go
+the long way, one statement per question, to tell which limit it reached."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.sql import UpdateQuery
+
+from toolops.models import Run
+
+Sql = tuple[str, list[object]]
+
+
+class Tokens:
+    """A call's tokens count once, when the call is accepted. Against a run with a token
+    limit they are counted up front (the limit decides whether the call runs); otherwise
+    they ride along with the call's final write."""
+
+    def __init__(self, run: Run, tokens: int) -> None:
+        self.run = run
+        self.tokens = tokens
+        self.pending = tokens
+
+    def charge_now(self) -> bool:
+        """Count the tokens before executing, against a token limit; True when they take
+        the run past it (the call is counted, but not executed)."""
+        run = self.run
+        if not self.pending or run.max_tokens is None:
+            return False
+        Run.objects.filter(pk=run.pk).update(tokens_used=F("tokens_used") + self.pending)
+        run.refresh_from_db(fields=["tokens_used", "attempts_used", "status"])
+        self.pending = 0
+        return run.tokens_used > run.max_tokens
+
+
+def _update_sql(run: Run, filters: Q, values: dict[str, object]) -> Sql:
+    """The UPDATE of the run row Django would run for `filter(filters).update(**values)`."""
+    query = UpdateQuery(Run)
+    query.add_q(Q(pk=run.pk) & filters)
+    query.add_update_values(values)
+    sql, params = query.get_compiler(connection=connection).as_sql()
+    return sql, list(params)
+
+
+def charge_sql(run: Run, *, attempts: int, tokens: int) -> Sql:
+    """Add usage and, in the same statement, end the run the moment a limit is reached."""
+    limit_reached = Q(max_attempts__isnull=False, max_attempts__lte=F("attempts_used") + attempts)
+    limit_reached |= Q(max_tokens__isnull=False, max_tokens__lte=F("tokens_used") + tokens)
+    exhausted = Value(Run.Status.BUDGET_EXHAUSTED)
+    return _update_sql(run, Q(), {
+        "attempts_used": F("attempts_used") + attempts,
+        "tokens_used": F("tokens_used") + tokens,
+        "status": Case(
+            When(Q(status=Run.Status.RUNNING) & limit_reached, then=exhausted),
+            default=F("status"),
+        ),
+    })  # fmt: skip
+
+
+def charge_run(run: Run, *, attempts: int, tokens: int) -> None:
+    if not run.has_limits:
+        return
+    sql, params = charge_sql(run, attempts=attempts, tokens=tokens)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def upfront(run: Run, *, tokens: int) -> Sql | None:
+    """The first attempt's reservation (against max_attempts) and the call's tokens
+    (against max_tokens), as one UPDATE that changes the row only when both fit; None for
+    a run without limits (its usage is summed from its calls), and for tokens that could
+    never fit (the long way says so)."""
+    if not run.has_limits or (run.max_tokens is not None and tokens > run.max_tokens):
+        return None
+    fits = Q()
+    if run.max_attempts is not None:
+        fits &= Q(attempts_used__lt=run.max_attempts)
+    if run.max_tokens is not None and tokens:
+        fits &= Q(tokens_used__lte=run.max_tokens - tokens)
+    return _update_sql(run, fits, {
+        "attempts_used": F("attempts_used") + (1 if run.max_attempts is not None else 0),
+        "tokens_used": F("tokens_used") + tokens,
+    })  # fmt: skip
