@@ -14,9 +14,11 @@ from rest_framework.views import APIView
 
 from toolops import selectors, services
 from toolops.executor import breaker
+from toolops.selectors import ID_RE
 from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 
+from .inputs import call_input
 from .output import (
     BudgetSchema,
     CallSchema,
@@ -28,7 +30,6 @@ from .output import (
     run_out,
 )
 
-ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 TRACE_RE = re.compile(r"^[0-9a-f]{32}$")
 ERRORS = {400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema}
 
@@ -160,10 +161,13 @@ class CallCreateApi(APIView):
     @extend_schema(request=InputSerializer, responses={200: CallSchema, 202: CallSchema, **ERRORS})
     def post(self, request: Request, run_id: str) -> Response:
         selectors.check_id(run_id, "run")
-        data = self.InputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        validated = call_input(request.data)
+        if validated is None:  # not plainly valid: the serializer judges, in its words
+            data = self.InputSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            validated = data.validated_data
         call_request = services.CallRequest(
-            **data.validated_data, traceparent=request.META.get("HTTP_TRACEPARENT", "")
+            **validated, traceparent=request.META.get("HTTP_TRACEPARENT", "")
         )
         answer = services.call_create(agent=request.user, run_id=run_id, request=call_request)
         return Response(

@@ -1,0 +1,73 @@
+"""The call body's fast check never takes what the serializer would refuse, and takes
+what it takes exactly as the serializer would: the API's answers do not depend on which
+of the two judged a body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolops.api.inputs import call_input
+from toolops.api.views import CallCreateApi
+
+BASE = {"step_index": 3, "tool": "create_order", "args": {"sku": "A12"}}
+
+PLAIN = [
+    BASE,
+    {**BASE, "args": '{"sku": "A12"}'},
+    {**BASE, "tool_call_id": "call_AbC.1:2-3", "tokens": 850, "wait": 12.5},
+    {**BASE, "depends_on": ["tc-1", "tc-2"], "wait": 30, "tokens": 0},
+    {**BASE, "step_index": 0, "wait": 0.0, "extra": "ignored"},
+    {**BASE, "step_index": 2**31 - 1, "depends_on": []},
+]
+ODD = [
+    [BASE],
+    {**BASE, "step_index": True},
+    {**BASE, "step_index": 3.0},
+    {**BASE, "step_index": "3"},
+    {**BASE, "step_index": -1},
+    {**BASE, "step_index": 2**31},
+    {**BASE, "tool": "create order"},
+    {**BASE, "tool": " create_order"},
+    {**BASE, "tool": "create_order\n"},
+    {**BASE, "tool": "x" * 65},
+    {**BASE, "tool": 7},
+    {**BASE, "args": ["sku"]},
+    {**BASE, "args": None},
+    {k: v for k, v in BASE.items() if k != "args"},
+    {**BASE, "tool_call_id": "tc 1"},
+    {**BASE, "tool_call_id": "tc-1\n"},
+    {**BASE, "tool_call_id": 12},
+    {**BASE, "tool_call_id": None},
+    {**BASE, "depends_on": ["tc-1", "bad id"]},
+    {**BASE, "depends_on": [f"tc-{i}" for i in range(101)]},
+    {**BASE, "depends_on": "tc-1"},
+    {**BASE, "tokens": -1},
+    {**BASE, "tokens": None},
+    {**BASE, "tokens": "5"},
+    {**BASE, "tokens": 5.0},
+    {**BASE, "wait": 31},
+    {**BASE, "wait": -0.5},
+    {**BASE, "wait": float("nan")},
+    {**BASE, "wait": float("inf")},
+    {**BASE, "wait": "1"},
+    {**BASE, "wait": False},
+]
+
+
+def serializer_says(body: Any) -> dict[str, Any] | None:
+    serializer = CallCreateApi.InputSerializer(data=body)
+    return dict(serializer.validated_data) if serializer.is_valid() else None
+
+
+@pytest.mark.parametrize("body", PLAIN)
+def test_a_plainly_valid_body_is_taken_as_the_serializer_takes_it(body: dict[str, Any]) -> None:
+    fast = call_input(body)
+    assert fast is not None
+    assert fast == serializer_says(body)
+
+
+@pytest.mark.parametrize("body", ODD)
+def test_anything_else_goes_to_the_serializer(body: Any) -> None:
+    assert call_input(body) is None
