@@ -39,6 +39,7 @@ migrations-check: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/run.py
 	$(PY) bench/traces.py
 
