@@ -1,6 +1,6 @@
 """What the benchmark sends: the catalog of the bench tools, the ToolOps runs and call
-bodies, and the targets of each case (direct downstream, floor, ToolOps read, write,
-replay)."""
+bodies, and the targets of each case (direct downstream, floor, DBOS, ToolOps write with
+and without a budget, read, replay)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ TOOLOPS_APP = "toolops.asgi:application"
 TOOLOPS_WSGI_APP = "bench.toolops_wsgi:application"  # --study only
 FLOOR_APP = "bench.floor.asgi:application"
 DOWNSTREAM_APP = "bench.downstream:app"
+DBOS_APP = "bench.dbos_asgi:application"
+
+# A budget as the design asks of every real run, generous enough never to run out during
+# the bench, so that each call pays for checking and counting it and nothing else.
+BUDGET = {"max_attempts": 1_000_000_000, "max_seconds": 7 * 86400.0, "max_tokens": 10**12}
+TOKENS = 50  # what each budgeted write reports having cost
 
 PARAMS_SCHEMA = '{ type = "object", required = ["n"], properties = { n = { type = "integer" } } }'
 CATALOG = """\
@@ -59,17 +65,28 @@ def api(port: int, method: str, path: str, token: str, body: Any = None) -> tupl
     return response.status, json.loads(data) if data else None
 
 
-def create_runs(port: int, token: str, run_ids: Sequence[str]) -> None:
+def create_runs(
+    port: int, token: str, run_ids: Sequence[str], budget: dict[str, Any] | None = None
+) -> None:
     for run_id in run_ids:
-        status, body = api(port, "POST", "/api/v1/runs", token, {"run_id": run_id})
+        request: dict[str, Any] = {"run_id": run_id}
+        if budget is not None:
+            request["budget"] = budget
+        status, body = api(port, "POST", "/api/v1/runs", token, request)
         if status not in (200, 201):
             raise BenchError(f"cannot create run {run_id}: {status} {body}")
+        if budget is not None and any(body["budget"].get(k) != v for k, v in budget.items()):
+            raise BenchError(f"run {run_id} was created without its budget: {body}")
 
 
-def call_body(step: int, tool: str, n: int, tool_call_id: str | None = None) -> bytes:
+def call_body(
+    step: int, tool: str, n: int, tool_call_id: str | None = None, tokens: int | None = None
+) -> bytes:
     body: dict[str, Any] = {"step_index": step, "tool": tool, "args": {"n": n}}
     if tool_call_id is not None:
         body["tool_call_id"] = tool_call_id
+    if tokens is not None:
+        body["tokens"] = tokens
     return json.dumps(body).encode()
 
 
@@ -77,7 +94,8 @@ def toolops_targets(
     ports: list[int], token: str, prefix: str, *, tool_call_ids: bool = False
 ) -> dict[str, Target]:
     """Without tool_call_ids a replay is found by its idempotency key (same run, step,
-    tool and args); with them, by its tool_call_id."""
+    tool and args); with them, by its tool_call_id. `write_budget` writes in runs created
+    with BUDGET, each call reporting TOKENS."""
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     ok = (b'"status":"succeeded"', b'"replayed":false')
 
@@ -88,6 +106,10 @@ def toolops_targets(
         "write": Target(
             "ToolOps write", ports, lambda t: f"/api/v1/runs/{prefix}-w{t}/calls",
             lambda t, s: call_body(s, "bench_write", s, tcid("w", s)), headers, ok,
+        ),
+        "write_budget": Target(
+            "ToolOps write (budget)", ports, lambda t: f"/api/v1/runs/{prefix}-b{t}/calls",
+            lambda t, s: call_body(s, "bench_write", s, tcid("b", s), TOKENS), headers, ok,
         ),
         "read": Target(
             "ToolOps read", ports, lambda t: f"/api/v1/runs/{prefix}-r{t}/calls",
@@ -102,9 +124,16 @@ def toolops_targets(
 
 
 def toolops_run_ids(prefix: str) -> list[str]:
+    """The runs without a budget: one per client thread for writes and for reads, and the
+    replay's run."""
     return [f"{prefix}-{kind}{t}" for kind in "wr" for t in range(max(CONCURRENCY))] + [
         f"{prefix}-replay"
     ]
+
+
+def budget_run_ids(prefix: str) -> list[str]:
+    """The runs created with BUDGET, one per client thread."""
+    return [f"{prefix}-b{t}" for t in range(max(CONCURRENCY))]
 
 
 def prime_replay(port: int, token: str, prefix: str, *, tool_call_ids: bool = False) -> None:
@@ -135,6 +164,15 @@ def direct_target(port: int, kind: str = "write") -> Target:
 def floor_target(ports: list[int]) -> Target:
     return Target(
         "floor", ports, lambda t: f"/floor/runs/bench-floor-{t}/calls",
+        lambda t, s: call_body(s, "bench_write", s), {"Content-Type": "application/json"},
+        (b'"status":"succeeded"',),
+    )  # fmt: skip
+
+
+def dbos_target(ports: list[int], prefix: str) -> Target:
+    """The DBOS peer: the write's body, a new workflow ID (run/step/tool) every call."""
+    return Target(
+        "DBOS", ports, lambda t: f"/dbos/runs/{prefix}-d{t}/calls",
         lambda t, s: call_body(s, "bench_write", s), {"Content-Type": "application/json"},
         (b'"status":"succeeded"',),
     )  # fmt: skip

@@ -1,15 +1,16 @@
-"""The probes before the measurement: which no-op downstream is faster, and how uvicorn
-should serve ToolOps (one process, --workers N, or N processes on N ports)."""
+"""The probes before the measurement: which no-op downstream is faster, how uvicorn should
+serve ToolOps (one process, --workers N, or N processes on N ports), and which way of
+running DBOS workflows (sync or async) is faster."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
 
-from bench.cases import direct_target
+from bench.cases import dbos_target, direct_target
 from bench.cpu import CpuMeter
 from bench.db import database_name
-from bench.load import CONCURRENCY, drive
+from bench.load import CONCURRENCY, Sample, drive
 from bench.procs import Serving
 from bench.report import fmt_ms
 
@@ -99,3 +100,55 @@ def probe_serving(bench: Bench) -> None:
         + ". asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP; "
         "uvicorn --workers binds with proto 0. uvloop sets it on every TCP socket."
     )  # fmt: skip
+
+
+def probe_dbos(bench: Bench, serving: Serving) -> str:
+    """DBOS's sync workflows (run in a worker thread) vs its async ones (awaited on the
+    event loop), both served as the measurement serves them, in interleaved rounds: the
+    cheaper (server + database CPU per call, at conc 1 and 8) is the peer."""
+    bench.step("DBOS: sync workflows in a worker thread vs async workflows on the loop …")
+    modes = ("sync", "async")
+    fleets = {mode: bench.start_dbos(serving, mode, f"probe-dbos-{mode}") for mode in modes}
+    dbname = database_name(bench.o.dbos_database_url)
+    try:
+        targets = {mode: dbos_target(fleets[mode].ports, f"probe-{mode}") for mode in modes}
+        sizes = {}
+        for mode, target in targets.items():
+            drive(target, 8, 20 * 8)
+            for c in CONCURRENCY:
+                sizes[(mode, c)] = bench.sized(target, c, max(1.0, bench.seconds * 0.4), lo=60)
+        totals = {key: Sample() for key in sizes}
+        meters = {key: CpuMeter(fleets[key[0]].pids(), dbname) for key in sizes}
+        for r in range(2):
+            for c in CONCURRENCY:
+                for mode in modes if r % 2 == 0 else modes[::-1]:
+                    count = sizes[(mode, c)] // 2
+                    with meters[(mode, c)].measuring(count):
+                        totals[(mode, c)].add(drive(targets[mode], c, count))
+    finally:
+        for fleet in fleets.values():
+            fleet.stop()
+    found: dict[str, dict[str, Any]] = {
+        mode: {
+            f"c{c}": {**totals[(mode, c)].stats(), **meters[(mode, c)].per_call_ms()}
+            for c in CONCURRENCY
+        }
+        for mode in modes
+    }
+
+    def cpu(mode: str) -> float:
+        return sum((s["server_cpu_ms"] or 0) + (s["db_cpu_ms"] or 0) for s in found[mode].values())
+
+    # By CPU per call: on a small shared machine it is steadier than latency, which a
+    # burst of outside load moves by more than the two modes differ.
+    pick = min(modes, key=cpu)
+    for mode, stats in found.items():
+        c1, c8 = stats["c1"], stats["c8"]
+        bench.say(
+            f"  {mode:5}  c1 p50 {c1['p50_ms']:6.2f} ms | c8 p50 {c8['p50_ms']:6.2f} p99"
+            f" {c8['p99_ms']:6.1f} ms {c8['calls_per_s']:4.0f}/s | CPU/call srv"
+            f" {fmt_ms(c8['server_cpu_ms'])} db {fmt_ms(c8['db_cpu_ms'])} ms"
+            + ("   ← used" if mode == pick else "")
+        )
+    bench.results["dbos_probe"] = {"used": pick, **found}
+    return pick

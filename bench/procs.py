@@ -11,9 +11,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -211,3 +212,20 @@ def run_checked(argv: Sequence[str], env: dict[str, str], what: str) -> str:
     if done.returncode != 0:
         raise BenchError(f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done.stdout
+
+
+@contextlib.contextmanager
+def interrupts_as_exceptions() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C, so that `finally` stops every server
+    (SIGINT too: a shell starting the bench in the background would have it ignored)."""
+
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, raise_interrupt) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -1,24 +1,27 @@
-"""ToolOps benchmark (`make bench`): the executor's cost against the framework floor.
+"""ToolOps benchmark (`make bench`): the executor's cost against the framework floor and
+the closest durable-execution peer.
 
 All in one run, on one machine, so that the figures are ratios:
 
-- direct      the no-op downstream alone (the HTTP tool both ToolOps tools point at);
-- floor       a bare DRF endpoint (bench/floor) validating the body and doing the three
-              writes a call needs at minimum — claim, result, span — in one transaction;
-- read/write  POST /api/v1/runs/{run}/calls through ToolOps, for a `read` and an
-              `idempotent_write` tool (a new idempotency key on every write);
-- replay      the same write request again and again (`replayed: true`).
+- direct        the no-op downstream alone (the HTTP tool every tool here points at);
+- floor         a bare DRF endpoint (bench/floor) validating the body and doing the three
+                writes a call needs at minimum — claim, result, span — in one transaction;
+- DBOS          DBOS Transact behind a bare ASGI app (bench/dbos_peer.py): a workflow with
+                one step that POSTs to the same downstream, a new workflow ID per call;
+- write         POST /api/v1/runs/{run}/calls through ToolOps for an `idempotent_write`
+                tool (a new idempotency key on every write), in runs without a budget and
+                (write_budget) in runs with one, each call reporting its tokens;
+- read/replay   the same for a `read` tool, and the same write request again and again.
 
-p50, p99 and calls/s at concurrency 1 and 8, the targets with PASS/MISS, the SQL statements
-of one call (in-process, CaptureQueriesContext), and how uvicorn should serve ToolOps:
-a single process, `--workers N`, or N single-worker processes on N ports (measured). Writes
-bench/results/latest.json. See bench/README.md.
+p50, p99 and calls/s at concurrency 1 and 8 in interleaved rounds, CPU per call, the
+targets with PASS/MISS, the SQL statements of one call (in-process), and how uvicorn
+should serve ToolOps (measured). Writes bench/results/latest.json. See bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -27,7 +30,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,14 +39,20 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.cases import (  # noqa: E402 - after the path is set
+    BUDGET,
     CATALOG,
+    DBOS_APP,
     DOWNSTREAM_APP,
     FLOOR_APP,
     PARAMS_SCHEMA,
+    TOKENS,
     TOOLOPS_APP,
     TOOLOPS_WSGI_APP,
+    api,
+    budget_run_ids,
     client_costs,
     create_runs,
+    dbos_target,
     direct_target,
     floor_target,
     ping_target,
@@ -54,7 +63,8 @@ from bench.cases import (  # noqa: E402 - after the path is set
 from bench.cpu import CpuMeter, cpu_busy  # noqa: E402
 from bench.db import calibrate_database, database_name, fresh_database  # noqa: E402
 from bench.load import CONCURRENCY, Sample, Target, drive  # noqa: E402
-from bench.probes import probe_downstreams, probe_serving  # noqa: E402
+from bench.options import parse_options  # noqa: E402
+from bench.probes import probe_dbos, probe_downstreams, probe_serving  # noqa: E402
 from bench.procs import (  # noqa: E402
     BENCH,
     HOST,
@@ -64,6 +74,7 @@ from bench.procs import (  # noqa: E402
     Processes,
     Serving,
     free_ports,
+    interrupts_as_exceptions,
     run_checked,
     uvicorn_argv,
     wait_http,
@@ -95,6 +106,8 @@ class Bench:
         }
         # Each app names its own settings (toolops.settings, bench.floor.settings).
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
+        self.env["BENCH_DBOS_DATABASE_URL"] = options.dbos_database_url
+        self.dbos_mode = options.dbos_mode
 
     def say(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
@@ -121,6 +134,11 @@ class Bench:
         )  # fmt: skip
         out = run_checked([PY, "manage.py", "create_agent", "bench"], self.env, "create_agent")
         self.token = out.strip().splitlines()[-1].strip()
+        self.step(f"database: fresh {self.o.dbos_database_url} for DBOS, migrate …")
+        if importlib.util.find_spec("dbos") is None:
+            raise BenchError("DBOS Transact, the peer, is not installed: pip install -e '.[bench]'")
+        fresh_database(self.o.dbos_database_url)
+        run_checked([PY, str(BENCH / "dbos_peer.py"), "--migrate"], self.env, "DBOS migrate")
 
     def machine(self) -> None:
         busy = cpu_busy()
@@ -156,6 +174,7 @@ class Bench:
     def write_catalog(self, downstream_port: int) -> None:
         text = CATALOG.format(url=f"http://{HOST}:{downstream_port}", schema=PARAMS_SCHEMA)
         (self.tmp / "catalog.toml").write_text(text)
+        self.env["BENCH_DOWNSTREAM_URL"] = f"http://{HOST}:{downstream_port}"
 
     def start_toolops(self, serving: Serving, prefix: str) -> tuple[Fleet, dict[str, Target]]:
         app = TOOLOPS_WSGI_APP if serving.wsgi else TOOLOPS_APP
@@ -169,20 +188,34 @@ class Bench:
         fleet = Fleet(self.procs, f"toolops-{prefix}", app, serving, env)
         fleet.wait("/api/v1/schema/?format=json")
         create_runs(fleet.ports[0], self.token, toolops_run_ids(prefix))
+        create_runs(fleet.ports[0], self.token, budget_run_ids(prefix), BUDGET)
         tcids = self.o.tool_call_id
         prime_replay(fleet.ports[0], self.token, prefix, tool_call_ids=tcids)
         return fleet, toolops_targets(fleet.ports, self.token, prefix, tool_call_ids=tcids)
 
+    def start_dbos(self, serving: Serving, mode: str, name: str) -> Fleet:
+        """The DBOS peer served like ToolOps: the same uvicorn flags, processes and ports."""
+        env = {**self.env, "BENCH_DBOS_MODE": mode}
+        fleet = Fleet(self.procs, name, DBOS_APP, serving, env)
+        fleet.wait("/")
+        return fleet
+
     def measure(self, serving: Serving, downstream_port: int) -> None:
-        self.step(f"measuring: ToolOps and floor served as {serving.label} …")
+        self.step(
+            f"measuring: ToolOps, floor and DBOS ({self.dbos_mode} workflows) served as"
+            f" {serving.label} …"
+        )
         floor = Fleet(self.procs, "floor", FLOOR_APP, serving, self.env)
+        dbos = self.start_dbos(serving, self.dbos_mode, "dbos")
         toolops, targets = self.start_toolops(serving, "main")
         floor.wait("/")
         cases: dict[str, Target] = {
             "direct": direct_target(downstream_port),
             "floor": floor_target(floor.ports),
-            "read": targets["read"],
+            "dbos": dbos_target(dbos.ports, "main"),
             "write": targets["write"],
+            "write_budget": targets["write_budget"],
+            "read": targets["read"],
             "replay": targets["replay"],
             "ping": ping_target(floor.ports),
         }
@@ -193,12 +226,18 @@ class Bench:
             for c in CONCURRENCY:
                 sizes[(name, c)] = self.sized(target, c, self.seconds, lo=100 * rounds)
         totals = {key: Sample() for key in sizes}
-        dbname = database_name(self.o.database_url)
+        toolops_db = database_name(self.o.database_url)
+        dbos_db = database_name(self.o.dbos_database_url)
         servers = {
             "direct": [self.procs.pid("downstream")], "floor": floor.pids(), "ping": floor.pids(),
-            "read": toolops.pids(), "write": toolops.pids(), "replay": toolops.pids(),
+            "dbos": dbos.pids(),
         }  # fmt: skip
-        meters = {key: CpuMeter(servers[key[0]], dbname) for key in sizes}
+        meters = {
+            key: CpuMeter(
+                servers.get(key[0], toolops.pids()), dbos_db if key[0] == "dbos" else toolops_db
+            )
+            for key in sizes
+        }
         for r in range(rounds):  # interleaved, so a burst of outside load hits every case
             for c in CONCURRENCY:
                 for name, target in cases.items():
@@ -206,8 +245,11 @@ class Bench:
                     with meters[(name, c)].measuring(count):
                         totals[(name, c)].add(drive(target, c, count))
             self.say(f"  round {r + 1}/{rounds} done")
+        self.results["budget_runs"] = self.check_budget_runs(toolops.ports[0], "main")
         toolops.stop()
         floor.stop()
+        dbos.stop()
+        self.results["dbos_mode"] = self.dbos_mode
         self.results["serving"] = {"mode": serving.mode, "n": serving.n, "loop": serving.loop,
                                    "label": serving.label}  # fmt: skip
         self.results["rows"] = [
@@ -225,8 +267,21 @@ class Bench:
         busy = cpu_busy()
         self.results["machine_after"] = {"cpu_busy_idle_bench": busy}
 
+    def check_budget_runs(self, port: int, prefix: str) -> dict[str, Any]:
+        """A budgeted run after the measurement: still running, its attempts and tokens
+        counted for every call, none of its limits reached."""
+        status, run = api(port, "GET", f"/api/v1/runs/{prefix}-b0", self.token)
+        if status != 200:
+            raise BenchError(f"cannot read the budgeted run: {status} {run}")
+        calls, usage = len(run["calls"]), run["usage"]
+        found = {"run_id": run["run_id"], "status": run["status"], "calls": calls,
+                 "budget": run["budget"], "usage": usage}  # fmt: skip
+        if run["status"] != "running" or usage["tokens"] != TOKENS * calls:
+            raise BenchError(f"the budgeted run did not count its calls as expected: {found}")
+        return found
+
     def count_statements(self) -> None:
-        self.step("statements: one write, one read, one replay, in-process …")
+        self.step("statements: one call of each kind, in-process …")
         env = {**self.env, "BENCH_TOKEN": self.token}
         try:
             toolops = json.loads(
@@ -235,8 +290,11 @@ class Bench:
             floor = json.loads(
                 run_checked([PY, str(BENCH / "sqlcount.py"), "floor"], env, "sqlcount floor")
             )
+            dbos = json.loads(
+                run_checked([PY, str(BENCH / "sqlcount.py"), "dbos"], env, "sqlcount dbos")
+            )
             expected = {
-                "write": False, "read": False, "replay": True,
+                "write": False, "write_budget": False, "read": False, "replay": True,
                 "write_with_tool_call_id": False, "replay_by_tool_call_id": True,
                 "write_with_undo": False,
             }  # fmt: skip
@@ -244,11 +302,14 @@ class Bench:
                 got = toolops[name]
                 if got["status"] != 200 or got["replayed"] is not expect_replayed:
                     raise BenchError(f"the {name} call answered {got}")
+            for name in ("dbos_write", "dbos_replay"):
+                if dbos[name]["result"] != {"ok": True} or not dbos[name]["statements"]:
+                    raise BenchError(f"the DBOS {name} answered {dbos[name]}")
         except BenchError as exc:  # the load still tells something: go on, say it at the end
             self.results["statements"] = {"error": str(exc)}
             self.say(f"  statement count failed: {str(exc)[-2000:]}")
             return
-        self.results["statements"] = {**toolops, **floor}
+        self.results["statements"] = {**toolops, **floor, **dbos}
 
     def report(self) -> None:
         print_report(self.results, self.o, self.say)
@@ -264,81 +325,22 @@ class Bench:
             "tool_call_id": self.o.tool_call_id,
             "procs": self.o.procs,
             "rounds": self.o.rounds,
+            "dbos_mode": self.dbos_mode,
+            "dbos_version": dbos_version(),
         }, self.say)  # fmt: skip
 
 
-@contextlib.contextmanager
-def interrupts_as_exceptions() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C, so that `finally` stops every server
-    (SIGINT too: a shell starting the bench in the background would have it ignored)."""
+def dbos_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-    def raise_interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, raise_interrupt) for s in signals}
     try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def parse_serving(text: str, n: int, loop: str) -> Serving:
-    if text not in ("single", "workers", "procs"):
-        raise argparse.ArgumentTypeError("--serve is single, workers or procs")
-    return Serving(text, 1 if text == "single" else n, loop)
+        return version("dbos")
+    except PackageNotFoundError:
+        return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="ToolOps benchmark: executor overhead vs the framework floor.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--verbose", "-v", action="store_true", help="list the SQL statements")
-    parser.add_argument("--quick", action="store_true", help="about 2 s per case instead of 6")
-    parser.add_argument(
-        "--seconds", type=float, default=0, help="measuring time per case and concurrency"
-    )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument(
-        "--serve", default="procs", choices=["single", "workers", "procs"],
-        help="how uvicorn serves ToolOps and the floor (default: procs, one port each)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--procs", type=int, default=os.cpu_count() or 2,
-        help="N for --workers N or N processes (default: the number of CPUs)",
-    )  # fmt: skip
-    parser.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
-    parser.add_argument(
-        "--downstream", default="auto", choices=["auto", "stdlib", "asgi"],
-        help="the no-op downstream (default: the faster one, measured)",
-    )  # fmt: skip
-    parser.add_argument("--no-probe", action="store_true", help="skip the serving comparison")
-    parser.add_argument(
-        "--wait-quiet", type=float, default=0, metavar="SECONDS",
-        help="on a shared machine: first wait up to SECONDS for the CPUs to be idle",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tool-call-id", action="store_true",
-        help="send a tool_call_id with every call (the replay is then found by it)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--study",
-        action="store_true",
-        help="more serving modes, and what-ifs (lean middleware, prepared statements, WSGI)",
-    )
-    parser.add_argument(
-        "--database-url",
-        default=os.getenv("BENCH_DATABASE_URL", "postgres:///toolops_bench"),
-        help="dropped and created afresh (default: $BENCH_DATABASE_URL or "
-        "postgres:///toolops_bench)",
-    )
-    options = parser.parse_args(argv)
-    if not options.database_url.startswith(("postgres://", "postgresql://")):
-        parser.error("the benchmark runs on PostgreSQL: --database-url postgres://…")
-    serving = parse_serving(options.serve, options.procs, options.loop)
-
+    options, serving = parse_options(argv)
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="toolops-bench-") as tmpdir,
@@ -357,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench.count_statements()  # first: the code is the one just migrated
             if not options.no_probe:
                 probe_serving(bench)
+            if options.dbos_mode == "auto":
+                bench.dbos_mode = probe_dbos(bench, serving)
             bench.measure(serving, port)
             bench.report()
             bench.save()

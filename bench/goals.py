@@ -1,0 +1,87 @@
+"""The performance goals, checked against the figures of one run (never by the tests).
+
+Each goal is a ratio to something measured in the same run on the same machine: the
+framework floor (bench/floor) or the durable-execution peer (DBOS, bench/dbos_peer.py).
+
+- overhead    = ToolOps write p50 − direct p50: what ToolOps adds to the tool's own time.
+              It still holds the client's HTTP round trip to ToolOps, as the floor's p50
+              holds the client's round trip to the floor, so it is compared with the floor's
+              whole p50 (the floor calls no downstream: there is nothing to take off). DBOS
+              calls the same downstream, so its overhead is DBOS p50 − direct p50.
+
+The write goals are checked for the write in runs with a budget (the one that counts:
+every real run has one) and for the write in runs without; the p99 goal for every ToolOps
+case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.load import CONCURRENCY
+
+WRITES = {"write_budget": "write (budget)", "write": "write (no budget)"}
+
+
+def row(results: dict[str, Any], case: str, conc: int) -> dict[str, Any]:
+    return next(r for r in results["rows"] if r["case"] == case and r["conc"] == conc)
+
+
+def _goal(
+    goal: str, case: str, conc: int, value: float, limit: float, text: str, *, higher: bool
+) -> dict[str, Any]:
+    passed = value >= limit if higher else value <= limit
+    return {"goal": goal, "case": case, "conc": conc, "value": value, "limit": limit,
+            "pass": passed, "text": text}  # fmt: skip
+
+
+def check(results: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for c in CONCURRENCY:
+        direct, floor, dbos = (row(results, k, c) for k in ("direct", "floor", "dbos"))
+        d50, f50, dbos_over = direct["p50_ms"], floor["p50_ms"], dbos["p50_ms"] - direct["p50_ms"]
+        for case, label in WRITES.items():
+            call = row(results, case, c)
+            over = call["p50_ms"] - d50
+            stricter = over / (f50 - d50)
+            found.append(_goal(
+                "overhead ≤ 1.5× floor", case, c, over / f50, 1.5,
+                f"{label}: ({call['p50_ms']:.2f} − direct {d50:.2f}) / floor {f50:.2f}"
+                f" = {over / f50:.2f}×  [/ (floor − direct): {stricter:.2f}×]", higher=False,
+            ))  # fmt: skip
+            for limit, goal in ((1.0, "overhead ≤ 1.0× DBOS"), (0.7, "… stretch ≤ 0.7× DBOS")):
+                found.append(_goal(
+                    goal, case, c, over / dbos_over, limit,
+                    f"{label}: {over:.2f} / (DBOS {dbos['p50_ms']:.2f} − direct {d50:.2f})"
+                    f" = {over / dbos_over:.2f}×", higher=False,
+                ))  # fmt: skip
+            if c == max(CONCURRENCY):
+                rate = call["calls_per_s"]
+                for limit, peer, other in ((0.8, "floor", floor), (1.0, "DBOS", dbos)):
+                    ratio = rate / other["calls_per_s"]
+                    found.append(_goal(
+                        f"rate ≥ {limit:.1f}× {peer}", case, c, ratio, limit,
+                        f"{label}: {rate:.0f}/s vs {peer} {other['calls_per_s']:.0f}/s"
+                        f" = {ratio:.2f}×", higher=True,
+                    ))  # fmt: skip
+        replay, read = row(results, "replay", c), row(results, "read", c)
+        found.append(_goal(
+            "replay ≤ 1.0× floor", "replay", c, replay["p50_ms"] / f50, 1.0,
+            f"replay: p50 {replay['p50_ms']:.2f} / floor {f50:.2f}"
+            f" = {replay['p50_ms'] / f50:.2f}×", higher=False,
+        ))  # fmt: skip
+        over = read["p50_ms"] - d50
+        found.append(_goal(
+            "read ≤ 1.3× floor", "read", c, over / f50, 1.3,
+            f"read: ({read['p50_ms']:.2f} − direct {d50:.2f}) / floor {f50:.2f}"
+            f" = {over / f50:.2f}×", higher=False,
+        ))  # fmt: skip
+        for case in ("write_budget", "write", "read", "replay"):
+            call = row(results, case, c)
+            ratio = call["p99_ms"] / call["p50_ms"]
+            found.append(_goal(
+                "p99 ≤ 4× p50", case, c, ratio, 4.0,
+                f"{WRITES.get(case, case)}: p99 {call['p99_ms']:.2f} / p50"
+                f" {call['p50_ms']:.2f} = {ratio:.1f}×", higher=False,
+            ))  # fmt: skip
+    return found
