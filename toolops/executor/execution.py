@@ -15,7 +15,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from jsonschema import Draft202012Validator
 
 from compensations import services as compensation_services
 from toolops.models import Attempt, Run, ToolCall, new_span_id
@@ -25,6 +24,7 @@ from traces import services as traces
 from . import backoff, breaker, budget, claims, feedback, store
 from .budget import Tokens
 from .classify import Verdict, classify
+from .prepare import validator
 from .reconcile import QueryResult, query_outcome
 from .transport import send
 
@@ -264,7 +264,7 @@ class Execution:
         # Stored redacted (the full result sealed in `result_sealed`); the agent gets it whole.
         traces.result_seal(call, body, spec=spec)
         if spec.result_schema is not None:
-            errors = list(Draft202012Validator(spec.result_schema).iter_errors(body))
+            errors = list(validator(spec.result_schema, formats=False).iter_errors(body))
             if errors:
                 first = errors[0]
                 where = ".".join(str(p) for p in first.absolute_path)

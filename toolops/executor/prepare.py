@@ -91,9 +91,27 @@ def prepare(request: CallRequest) -> Prepared:
     return Prepared(spec, args, digest(canonical), canonical, problem)
 
 
+# schema object → its validator, built once: a validator is read-only once built, and a
+# catalog's schemas live as long as the catalog (a policy override shares its tool's).
+_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def validator(schema: dict[str, Any], *, formats: bool = True) -> Draft202012Validator:
+    """The validator of a catalog schema (with ToolOps' format checks when `formats`)."""
+    key = id(schema) * 2 + formats
+    hit = _validators.get(key)
+    if hit is not None and hit[0] is schema:  # the cache holds the schema: its id is its own
+        return hit[1]
+    if len(_validators) > 1024:  # catalogs reloaded many times over
+        _validators.clear()
+    built = Draft202012Validator(schema, format_checker=_format_checker if formats else None)
+    _validators[key] = (schema, built)
+    return built
+
+
 def schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
-    validator = Draft202012Validator(spec.params_schema, format_checker=_format_checker)
-    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator(spec.params_schema).iter_errors(args),
+                    key=lambda e: list(e.absolute_path))  # fmt: skip
     if not errors:
         return None
     first = errors[0]
