@@ -1,0 +1,379 @@
+"""ToolOps benchmark, flat with data (`make bench` runs it after bench/traces.py): does a
+write cost the same when the tables are big?
+
+- two databases on the local PostgreSQL, both migrated: `toolops_bench_flat_small` with
+  10,000 idempotency records, calls and attempts, and `toolops_bench_flat_big` with
+  10,000,000 of each (`--rows`), bulk-loaded inside PostgreSQL (bench/flat_load.py says
+  how and why). The small one is made afresh every time; the big one is kept between runs
+  when its load is complete and of the same size, layout and migrations (`--reload`
+  loads it again);
+- each served by its own ToolOps process, as bench/run.py serves ToolOps, with the same
+  no-op downstream and catalog;
+- the write (a new call per request), in runs with a budget and without, at concurrency 1
+  in interleaved rounds between the two servers: p50, p99, CPU per call, and the goal
+  big p50 ≤ 1.1 × small p50;
+- EXPLAIN (ANALYZE, BUFFERS, WAL) of the claim, record and look-up statements of real
+  writes on both databases (bench/flat_explain.py): the indexes they use, that none scans
+  a loaded table, their time, buffers and WAL; pg_stat_statements' times when the server
+  loads it.
+
+Writes bench/results/flat.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import flat_load  # noqa: E402 - after the path is set
+from bench.cases import (  # noqa: E402
+    BUDGET,
+    CATALOG,
+    PARAMS_SCHEMA,
+    TOOLOPS_APP,
+    budget_run_ids,
+    create_runs,
+    toolops_run_ids,
+    toolops_targets,
+)
+from bench.cpu import CpuMeter, cpu_busy  # noqa: E402
+from bench.db import fresh_database  # noqa: E402
+from bench.flat_report import print_explain, print_table, statement_times  # noqa: E402
+from bench.load import Sample, Target, drive  # noqa: E402
+from bench.procs import (  # noqa: E402
+    BENCH,
+    HOST,
+    PY,
+    BenchError,
+    Processes,
+    free_ports,
+    interrupts_as_exceptions,
+    run_checked,
+    uvicorn_argv,
+    wait_http,
+)
+
+RESULTS = BENCH / "results" / "flat.json"
+NAMES = {"small": "toolops_bench_flat_small", "big": "toolops_bench_flat_big"}
+SMALL_ROWS = 10_000
+GOAL = 1.1
+CASES = {"write_budget": "write (budget)", "write": "write (no budget)"}
+
+
+def database_url(base: str, name: str) -> str:
+    parts = urlsplit(base)  # (urlunsplit drops the // of an empty host: postgres:///name)
+    return f"{parts.scheme}://{parts.netloc}/{name}" + (f"?{parts.query}" if parts.query else "")
+
+
+def connect(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
+class Flat:
+    def __init__(self, o: argparse.Namespace, tmp: Path, procs: Processes) -> None:
+        self.o = o
+        self.tmp = tmp
+        self.procs = procs
+        self.started = time.monotonic()
+        self.urls = {side: database_url(o.database_url, name) for side, name in NAMES.items()}
+        self.rows = {"small": min(SMALL_ROWS, o.rows), "big": o.rows}
+        self.stamp = format(int(time.time()), "x")  # run ids and agent names of this run
+        self.base_env = {
+            **os.environ,
+            "TOOLOPS_DATA_DIR": str(tmp / "data"),
+            "TOOLOPS_TOOLS_FILE": str(tmp / "catalog.toml"),
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+            "DJANGO_DEBUG": "0",
+            "TOOLOPS_LOG_LEVEL": "WARNING",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.getenv("PYTHONPATH", "")) if p),
+        }
+        for name in [k for k in self.base_env if k.startswith("OTEL_")]:
+            self.base_env.pop(name)
+        self.base_env.pop("DJANGO_SETTINGS_MODULE", None)
+        self.tokens: dict[str, str] = {}
+        self.results: dict[str, Any] = {"goal_ratio": GOAL, "databases": {}}
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def step(self, text: str) -> None:
+        self.say(f"[{time.monotonic() - self.started:4.0f} s] {text}")
+
+    def env(self, side: str) -> dict[str, str]:
+        return {**self.base_env, "DATABASE_URL": self.urls[side]}
+
+    # -- the databases
+
+    def disk(self) -> int:
+        with connect(database_url(self.o.database_url, "postgres")) as conn:
+            try:
+                where = conn.execute("SHOW data_directory").fetchone()[0]
+            except Exception:  # only superusers may see it
+                where = "/"
+        try:
+            usage = shutil.disk_usage(where)
+        except OSError:
+            where, usage = "/", shutil.disk_usage("/")
+        self.say(f"disk: {usage.free / 1024**3:.1f} GiB free of {usage.total / 1024**3:.0f} GiB"
+                 " where PostgreSQL keeps its data")  # fmt: skip
+        self.results["disk_free_bytes"] = usage.free
+        return usage.free
+
+    def migrate(self, side: str) -> None:
+        run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], self.env(side), "migrate")
+
+    def exists(self, side: str) -> bool:
+        with connect(database_url(self.o.database_url, "postgres")) as conn:
+            return bool(
+                conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [NAMES[side]])
+                .fetchone()
+            )  # fmt: skip
+
+    def kept(self, side: str) -> bool:
+        """Whether the loaded database can serve again as it is (says why not)."""
+        if self.o.reload or not self.exists(side):
+            return False
+        argv = [PY, "manage.py", "migrate", "--check", "--noinput", "-v0"]
+        pending = subprocess.run(argv, cwd=ROOT, env=self.env(side), capture_output=True)
+        with connect(self.urls[side]) as conn:
+            why = flat_load.reusable(conn, self.rows[side], pending.returncode != 0)
+        if why is not None:
+            self.step(f"{side} database: {why}; loading it again")
+        return why is None
+
+    def prepare(self, side: str) -> None:
+        rows, name = self.rows[side], NAMES[side]
+        info: dict[str, Any] = {"name": name, "rows": rows}
+        if side == "big" and self.kept(side):
+            with connect(self.urls[side]) as conn:
+                found = flat_load.marker(conn) or {}
+            info.update(reused=True, load_s=found.get("load_s"), loaded_when=found.get("when"))
+            self.step(
+                f"{side} database {name}: kept, {rows:,} rows loaded {found.get('when')} in "
+                f"{found.get('load_s', 0):.0f} s (--reload to load it again)"
+            )
+        else:
+            if side == "big":
+                flat_load.check_space(self.results["disk_free_bytes"], rows)
+            self.step(f"{side} database {name}: fresh, migrate, load {rows:,} rows …")
+            fresh_database(self.urls[side])
+            self.migrate(side)
+            started = time.monotonic()
+            with connect(self.urls[side]) as conn:
+                detail = flat_load.load(conn, rows, self.say)
+                seconds = time.monotonic() - started
+                flat_load.mark_loaded(conn, name, rows, seconds)
+            info.update(reused=False, load_s=seconds, load=detail)
+            self.step(
+                f"{side} database: loaded in {seconds:.0f} s (inserts {detail['insert_s']:.0f} s,"
+                f" VACUUM ANALYZE {detail['vacuum_analyze_s']:.0f} s, CHECKPOINT "
+                f"{detail['checkpoint_s']:.0f} s)"
+            )
+        with connect(self.urls[side]) as conn:
+            info["size_bytes"] = flat_load.database_size(conn)
+            info["counts"] = flat_load.counts(conn)
+            info["tables"] = flat_load.table_sizes(conn)
+        c = info["counts"]
+        self.say(
+            f"  {name}: {info['size_bytes'] / 1024**2:,.0f} MB (pg_database_size); "
+            f"{c['toolops_idempotencyrecord']:,} idempotency records "
+            f"({c['expired_records']:,} expired), {c['toolops_toolcall']:,} calls, "
+            f"{c['toolops_attempt']:,} attempts, {c['toolops_run']:,} runs"
+        )
+        out = run_checked(
+            [PY, "manage.py", "create_agent", f"bench-flat-{self.stamp}"], self.env(side),
+            "create_agent",
+        )  # fmt: skip
+        self.tokens[side] = out.strip().splitlines()[-1].strip()
+        self.results["databases"][side] = info
+
+    # -- the measuring
+
+    def serve(self) -> tuple[dict[str, int], dict[str, dict[str, Target]]]:
+        downstream, *ports = free_ports(3)
+        (self.tmp / "catalog.toml").write_text(
+            CATALOG.format(url=f"http://{HOST}:{downstream}", schema=PARAMS_SCHEMA)
+        )
+        self.procs.start("downstream", [PY, str(BENCH / "downstream.py"), "--host", HOST,
+                                        "--port", str(downstream)], self.base_env)  # fmt: skip
+        wait_http(self.procs, "downstream", downstream, "/")
+        served, targets = {}, {}
+        for side, port in zip(NAMES, ports, strict=True):
+            name = f"toolops-{side}"
+            self.procs.start(name, uvicorn_argv(TOOLOPS_APP, port, loop="uvloop"), self.env(side))
+            wait_http(self.procs, name, port, "/api/v1/schema/?format=json")
+            prefix = f"flat-{self.stamp}-{side}"
+            create_runs(port, self.tokens[side], toolops_run_ids(prefix))
+            create_runs(port, self.tokens[side], budget_run_ids(prefix), BUDGET)
+            served[side] = port
+            found = toolops_targets([port], self.tokens[side], prefix)
+            targets[side] = {case: found[case] for case in CASES}
+        return served, targets
+
+    def measure(self, targets: dict[str, dict[str, Target]]) -> None:
+        calls = self.o.calls or (800 if self.o.quick else 3000)
+        rounds = max(1, self.o.rounds or (8 if self.o.quick else 20))
+        per_round = max(1, calls // rounds)
+        self.step(
+            f"measuring: {per_round * rounds} writes per database and case at concurrency 1,"
+            f" {rounds} interleaved rounds …"
+        )
+        for side in NAMES:  # warm-up: the pool, the caches, the statements prepared
+            for case in CASES:
+                drive(targets[side][case], 1, 200)
+        busy = cpu_busy()
+        self.results["cpu_busy_before"] = busy
+        totals = {(side, case): Sample() for side in NAMES for case in CASES}
+        meters = {
+            (side, case): CpuMeter([self.procs.pid(f"toolops-{side}")], NAMES[side])
+            for side in NAMES
+            for case in CASES
+        }
+        ratios: dict[str, list[float]] = {case: [] for case in CASES}
+        checkpoints = self.checkpoints()
+        for r in range(rounds):
+            for case in CASES:
+                p50 = {}
+                # Both sides each round, in alternating order, so that drift hits both alike.
+                for side in ("small", "big") if r % 2 == 0 else ("big", "small"):
+                    with meters[(side, case)].measuring(per_round):
+                        sample = drive(targets[side][case], 1, per_round)
+                    totals[(side, case)].add(sample)
+                    p50[side] = float(sample.stats()["p50_ms"] or 0.0)
+                ratios[case].append(p50["big"] / p50["small"])
+            if (r + 1) % max(1, rounds // 4) == 0:
+                self.say(f"  round {r + 1}/{rounds} done")
+        self.results["checkpoints_during"] = self.checkpoints() - checkpoints
+        self.results["cpu_busy_after"] = cpu_busy()
+        self.results["rows"] = [
+            {"side": side, "case": case, "label": CASES[case],
+             **totals[(side, case)].stats(), **meters[(side, case)].per_call_ms()}
+            for case in CASES for side in NAMES
+        ]  # fmt: skip
+        self.results["round_ratios"] = ratios
+        self.results["goals"] = []
+        for case, label in CASES.items():
+            small, big = (self.row(side, case) for side in NAMES)
+            ratio = big["p50_ms"] / small["p50_ms"]
+            self.results["goals"].append({
+                "goal": f"flat with data ≤ {GOAL}×", "case": case, "value": ratio,
+                "limit": GOAL, "pass": ratio <= GOAL,
+                "round_median": statistics.median(ratios[case]),
+                "text": f"{label}: {self.label('big')} p50 {big['p50_ms']:.2f} / "
+                        f"{self.label('small')} p50 {small['p50_ms']:.2f} = {ratio:.3f}×",
+            })  # fmt: skip
+
+    def row(self, side: str, case: str) -> dict[str, Any]:
+        return next(r for r in self.results["rows"] if r["side"] == side and r["case"] == case)
+
+    def label(self, side: str) -> str:
+        rows = self.rows[side]
+        return f"{rows // 1_000_000}M" if rows >= 1_000_000 else f"{rows // 1000}k"
+
+    def checkpoints(self) -> int:
+        with connect(self.urls["small"]) as conn:
+            timed, req = conn.execute(
+                "SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter"
+            ).fetchone()
+        return int(timed) + int(req)
+
+    def explain(self) -> None:
+        calls = 20 if self.o.quick else 40
+        self.step(f"EXPLAIN (ANALYZE, BUFFERS, WAL): {calls} writes on each database …")
+        found = {}
+        for side in NAMES:
+            env = {**self.env(side), "BENCH_TOKEN": self.tokens[side]}
+            out = run_checked(
+                [PY, str(BENCH / "flat_explain.py"), "--calls", str(calls),
+                 "--prefix", f"flat-{self.stamp}-{side}"], env, f"EXPLAIN ({side})",
+            )  # fmt: skip
+            found[side] = json.loads(out.strip().splitlines()[-1])
+        self.results["explain"] = found
+
+
+def parse_options(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="ToolOps benchmark: flat with data.")
+    parser.add_argument("--quick", action="store_true", help="fewer writes and rounds")
+    parser.add_argument("--reload", action="store_true", help="load the big database again")
+    parser.add_argument(
+        "--rows", type=int, default=10_000_000,
+        help="idempotency records, calls and attempts in the big database (default 10M)",
+    )  # fmt: skip
+    parser.add_argument("--calls", type=int, default=0, help="writes per database and case")
+    parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds")
+    parser.add_argument(
+        "--database-url", default=os.getenv("BENCH_FLAT_DATABASE_URL", "postgres:///"),
+        help="the server, as a URL; the bench's databases are named "
+        f"{NAMES['small']} and {NAMES['big']} (default: $BENCH_FLAT_DATABASE_URL or "
+        "postgres:///)",
+    )  # fmt: skip
+    o = parser.parse_args(argv)
+    if not o.database_url.startswith(("postgres://", "postgresql://")):
+        parser.error("the benchmark runs on PostgreSQL: --database-url postgres://…")
+    if o.rows < 1000:
+        parser.error("--rows: at least 1000")
+    return o
+
+
+def main(argv: list[str] | None = None) -> int:
+    o = parse_options(argv)
+    started = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="toolops-bench-flat-") as tmpdir,
+        interrupts_as_exceptions(),
+    ):
+        tmp = Path(tmpdir)
+        procs = Processes(tmp)
+        flat = Flat(o, tmp, procs)
+        try:
+            (tmp / "catalog.toml").write_text(  # before migrate: `check` reads the catalog
+                CATALOG.format(url=f"http://{HOST}:1", schema=PARAMS_SCHEMA)
+            )
+            flat.say(f"flat with data: CPUs {cpu_busy() or 0:.0%} busy before the bench")
+            flat.disk()
+            flat.prepare("small")
+            flat.prepare("big")
+            statement_times(flat.urls, reset=True)
+            _ports, targets = flat.serve()
+            flat.measure(targets)
+            flat.results["statement_times"] = statement_times(flat.urls, reset=False)
+            procs.stop("toolops-small")
+            procs.stop("toolops-big")
+            flat.explain()
+        except BenchError as exc:
+            procs.stop_all()
+            print(f"\nbench (flat) failed: {exc}", file=sys.stderr)
+            print(procs.error_logs(), file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("\ninterrupted; stopping the servers", file=sys.stderr)
+            return 130
+        finally:
+            procs.stop_all()
+    print_table(flat.results, flat.label, flat.say)
+    print_explain(flat.results, flat.label, flat.say)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(flat.results, indent=2, default=str) + "\n")
+    print(f"(flat: {time.monotonic() - started:.0f} s; {RESULTS.relative_to(ROOT)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
