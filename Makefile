@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/run.py
 	$(PY) bench/traces.py
+	$(PY) bench/flat.py
 
 clean:
 	rm -rf $(VENV) var
