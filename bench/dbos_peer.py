@@ -9,8 +9,8 @@ pooled urllib3 PoolManager (the HTTP client ToolOps uses, with the same pool opt
 answers the step's result as JSON. DBOS records the workflow (its inputs, status and
 output) and the step's output in its system database, on the same PostgreSQL server.
 
-Two ways to run the workflow, chosen by `BENCH_DBOS_MODE` (the bench measures both and
-uses the one costing less CPU per call; `run.py --dbos-mode` to force one):
+Two ways to run the workflow, chosen by `BENCH_DBOS_MODE` (`run.py --dbos-mode`; sync
+unless told, the cheaper on a 2-CPU machine; `--dbos-mode auto` measures both in the run):
 
 - `sync`: a sync workflow and step, called from the ASGI handler in a worker thread
   (`asyncio.to_thread`) — like Django running ToolOps' sync view for an ASGI request;

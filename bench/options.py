@@ -41,9 +41,9 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
         help="the no-op downstream (default: the faster one, measured)",
     )  # fmt: skip
     parser.add_argument(
-        "--dbos-mode", default="auto", choices=["auto", "sync", "async"],
-        help="DBOS workflows: sync ones in a worker thread or async ones on the event loop "
-        "(default: the one using less CPU per call, measured)",
+        "--dbos-mode", default="sync", choices=["sync", "async", "auto"],
+        help="DBOS workflows: sync ones in a worker thread (default) or async ones on the "
+        "event loop; auto: measure both and keep the one using less CPU per call",
     )  # fmt: skip
     parser.add_argument("--no-probe", action="store_true", help="skip the serving comparison")
     parser.add_argument(

@@ -53,10 +53,10 @@ def print_report(results: dict[str, Any], options: argparse.Namespace, say: Say)
     say()
     sent = "{step_index, tool, args" + (", tool_call_id}" if options.tool_call_id else "}")
     mode = results["dbos_mode"]
-    probe = results.get("dbos_probe")
     say(f"ToolOps, floor and DBOS served as {results['serving']['label']}; "
         f"downstream: {results['downstream_probe']['used']}")  # fmt: skip
-    say(f"DBOS: {DBOS_MODES[mode]}" + (" (measured cheaper)" if probe else " (--dbos-mode)"))
+    how = "measured cheaper" if options.dbos_mode == "auto" else f"--dbos-mode {mode}"
+    say(f"DBOS: {DBOS_MODES[mode]} ({how})")
     say(f"calls send {sent}; budgeted writes also tokens: {TOKENS}")
     say(
         f"{'case':26} {'conc':>4} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'p99/50':>6}"

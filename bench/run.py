@@ -359,8 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench.count_statements()  # first: the code is the one just migrated
             if not options.no_probe:
                 probe_serving(bench)
-            if options.dbos_mode == "auto":
-                bench.dbos_mode = probe_dbos(bench, serving)
+            if options.dbos_mode == "auto" or options.study:
+                picked = probe_dbos(bench, serving)
+                if options.dbos_mode == "auto":
+                    bench.dbos_mode = picked
             bench.measure(serving, port)
             bench.report()
             bench.save()
