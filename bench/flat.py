@@ -5,8 +5,10 @@ write cost the same when the tables are big?
   10,000 idempotency records, calls and attempts, and `toolops_bench_flat_big` with
   10,000,000 of each (`--rows`), bulk-loaded inside PostgreSQL (bench/flat_load.py says
   how and why). The small one is made afresh every time; the big one is kept between runs
-  when its load is complete and of the same size, layout and migrations (`--reload`
-  loads it again);
+  when its load is complete, of the same size, layout and migrations, and less than the
+  records' TTL (7 days) old (`--reload` loads it again);
+- the indexes of the loaded tables read into the OS page cache first (pg_prewarm), as a
+  server taking writes holds them (`--cold` skips it);
 - each served by its own ToolOps process, as bench/run.py serves ToolOps, with the same
   no-op downstream and catalog;
 - the write (a new call per request), in runs with a budget and without, at concurrency 1
@@ -206,6 +208,27 @@ class Flat:
 
     # -- the measuring
 
+    def prewarm(self) -> None:
+        if self.o.cold:
+            self.step("indexes not prewarmed (--cold): some of them come from disk")
+            self.results["prewarmed_bytes"] = None
+            return
+        started = time.monotonic()
+        read = 0
+        for side in NAMES:
+            with connect(self.urls[side]) as conn:
+                got = flat_load.prewarm(conn)
+            if got is None:
+                self.step("pg_prewarm is not available: indexes not prewarmed")
+                self.results["prewarmed_bytes"] = None
+                return
+            read += got
+        self.results["prewarmed_bytes"] = read
+        self.step(
+            f"indexes of the loaded tables read into the OS page cache (pg_prewarm): "
+            f"{read / 1024**3:.1f} GiB in {time.monotonic() - started:.0f} s"
+        )
+
     def serve(self) -> tuple[dict[str, int], dict[str, dict[str, Target]]]:
         downstream, *ports = free_ports(3)
         (self.tmp / "catalog.toml").write_text(
@@ -316,6 +339,10 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
         "--rows", type=int, default=10_000_000,
         help="idempotency records, calls and attempts in the big database (default 10M)",
     )  # fmt: skip
+    parser.add_argument(
+        "--cold", action="store_true",
+        help="do not read the indexes into the OS page cache before measuring",
+    )  # fmt: skip
     parser.add_argument("--calls", type=int, default=0, help="writes per database and case")
     parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds")
     parser.add_argument(
@@ -350,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             flat.disk()
             flat.prepare("small")
             flat.prepare("big")
+            flat.prewarm()
             statement_times(flat.urls, reset=True)
             _ports, targets = flat.serve()
             flat.measure(targets)

@@ -192,7 +192,9 @@ def reusable(conn: Any, rows: int, migrations_pending: bool) -> str | None:
         return "no complete load recorded"
     if found.get("layout") != LAYOUT:
         return f"loaded with layout {found.get('layout')}, the loader now makes {LAYOUT}"
-    age = time.time() - float(found.get("loaded_at", 0))
+    if not isinstance(found.get("loaded_at"), (int, float)):
+        return "its load time is not recorded"
+    age = time.time() - found["loaded_at"]
     if age > TTL_S:
         # Its timestamps are the load's: by now every record would be past its TTL.
         return f"loaded {age / 86400:.0f} days ago, longer than the records' TTL"
@@ -276,6 +278,24 @@ def load(conn: Any, rows: int, say: Say) -> dict[str, Any]:
         "tools": list(TOOLS),
         "window_days": WINDOW_S / 86400,
     }
+
+
+def prewarm(conn: Any) -> int | None:
+    """Read every index of the loaded tables into the OS page cache (pg_prewarm's `read`
+    mode), as a server that has been taking writes for a while holds them: random keys
+    touch every leaf page. Right after a load, or on a machine that has been doing other
+    things, a part of them would come from disk instead. Bytes read, or None without the
+    pg_prewarm extension."""
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    except Exception:
+        return None
+    blocks = conn.execute(
+        "SELECT coalesce(sum(pg_prewarm(i.indexrelid, 'read')), 0) FROM pg_index i "
+        "WHERE i.indrelid = ANY(%s::regclass[])",
+        [list(LOADED_TABLES)],
+    ).fetchone()[0]
+    return int(blocks) * 8192
 
 
 def mark_loaded(conn: Any, name: str, rows: int, seconds: float) -> None:

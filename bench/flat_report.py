@@ -34,6 +34,13 @@ def print_table(results: dict[str, Any], label: Label, say: Say) -> None:
             f" {c['toolops_attempt']:,} attempts; {how}"
             + (f", load {db['load_s']:.0f} s" if db.get("load_s") is not None else "")
         )
+    warm = results.get("prewarmed_bytes")
+    say(
+        f"  indexes of the loaded tables read into the OS page cache first: {warm / 1024**3:.1f}"
+        " GiB (pg_prewarm)"
+        if warm is not None
+        else "  indexes not read into the OS page cache first (--cold, or no pg_prewarm)"
+    )
     say()
     say(f"{'case':20} {'rows':>4} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8}"
         f" {'srv CPU':>8} {'db CPU':>7}")  # fmt: skip
