@@ -12,8 +12,8 @@ output) and the step's output in its system database, on the same PostgreSQL ser
 Two ways to run the workflow, chosen by `BENCH_DBOS_MODE` (`run.py --dbos-mode`; sync
 unless told, the cheaper on a 2-CPU machine; `--dbos-mode auto` measures both in the run):
 
-- `sync`: a sync workflow and step, called from the ASGI handler in a worker thread
-  (`asyncio.to_thread`) — like Django running ToolOps' sync view for an ASGI request;
+- `sync`: a sync workflow and step, run whole in one hop onto the event loop's pool of
+  threads (`asyncio.to_thread`) — as ToolOps' API runs each request under ASGI;
 - `async`: an async workflow awaited on the event loop, its step a sync function run by
   `DBOS.run_step_async` (DBOS moves it, and each of its own database calls, to threads).
 

@@ -44,7 +44,7 @@ STATEMENTS = {
     "dbos_replay": "DBOS same workflow ID",
 }
 DBOS_MODES = {
-    "sync": "sync workflows, each request's in a worker thread",
+    "sync": "sync workflows, each request's run whole in one hop onto a thread pool",
     "async": "async workflows on the event loop",
 }
 
