@@ -199,11 +199,8 @@ class Flat:
             f"({c['expired_records']:,} expired), {c['toolops_toolcall']:,} calls, "
             f"{c['toolops_attempt']:,} attempts, {c['toolops_run']:,} runs"
         )
-        out = run_checked(
-            [PY, "manage.py", "create_agent", f"bench-flat-{self.stamp}"], self.env(side),
-            "create_agent",
-        )  # fmt: skip
-        self.tokens[side] = out.strip().splitlines()[-1].strip()
+        with connect(self.urls[side]) as conn:
+            self.tokens[side] = flat_load.agent_token(conn)
         self.results["databases"][side] = info
 
     # -- the measuring
