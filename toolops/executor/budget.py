@@ -3,8 +3,10 @@ move them (DESIGN.md "budgets").
 
 A write in a limited run must not take extra round trips for its budget. The first
 attempt's reservation and the call's tokens ride in the claim statement (`upfront`),
-applied only when both fit; the attempts and tokens left to count, and the run's end when
-a limit is reached, ride in the record statement (`charge_sql`). Each is a conditional
+applied only when both fit; what is left to count (retries, an attempt reserved but not
+made), and the run's end when a limit is reached, ride in the record statement
+(`charge_sql`) — only when there is such a thing, so a call that keeps to its first
+attempt updates the run row once. Each is a conditional
 UPDATE of the run row, so concurrent calls of one run still never overspend. Only when
 the up-front charge does not fit (the budget is spent, a rare path) does the call go
 the long way, one statement per question, to tell which limit it reached."""
@@ -72,19 +74,26 @@ def charge_run(run: Run, *, attempts: int, tokens: int) -> None:
         cursor.execute(sql, params)
 
 
+# Whether the row, as updated, has reached a limit: the run must then end, by the record.
+AT_LIMIT = (
+    "(max_attempts IS NOT NULL AND attempts_used >= max_attempts) OR "
+    "(max_tokens IS NOT NULL AND tokens_used >= max_tokens)"
+)
+
+
 def upfront(run: Run, *, tokens: int) -> Sql | None:
     """The first attempt's reservation (against max_attempts) and the call's tokens
-    (against max_tokens), as one UPDATE that changes the row only when both fit; None for
-    a run without limits (its usage is summed from its calls), and for tokens that could
-    never fit (the long way says so)."""
+    (against max_tokens), as one UPDATE that changes the row only when both fit and
+    RETURNs whether a limit is now reached; None for a run without limits (its usage is
+    summed from its calls), and for tokens that could never fit (the long way says so)."""
     if not run.has_limits or (run.max_tokens is not None and tokens > run.max_tokens):
         return None
     sql = UPFRONT_SQL
-    params: list[object] = [1 if run.max_attempts is not None else 0, tokens, run.pk]
+    params: list[object] = [1, tokens, run.pk]
     if run.max_attempts is not None:
         sql += " AND attempts_used < %s"
         params.append(run.max_attempts)
     if run.max_tokens is not None and tokens:
         sql += " AND tokens_used <= %s"
         params.append(run.max_tokens - tokens)
-    return sql, params
+    return f"{sql} RETURNING {AT_LIMIT}", params

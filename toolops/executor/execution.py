@@ -83,6 +83,9 @@ class Execution:
         # The first attempt was reserved by the claim statement (budget.upfront); given
         # back at the record if it was never made.
         self.prereserved = False
+        # Whether the record must settle the run's usage: a limit was reached, or a
+        # reservation was made outside the claim (None: not yet known, settle).
+        self.limit_reached: bool | None = None
         self.lost_claim = False
         self.resumed = False  # taken over from a holder that died
 
@@ -242,6 +245,7 @@ class Execution:
         if run.max_attempts is None or not self.budgeted:
             self.unreserved_attempts += 1
             return True
+        self.limit_reached = None  # reserved here: the record settles the run's usage
         # The executor never starts an attempt that would go past max_attempts: reserve
         # it first, atomically, against every other call of the run.
         return (
@@ -334,7 +338,8 @@ class Execution:
         if self.budgeted and self.run.has_limits:
             # A first attempt reserved by the claim but never made is given back.
             attempts = self.unreserved_attempts - (1 if self.prereserved else 0)
-            charge = budget.charge_sql(self.run, attempts=attempts, tokens=self.tokens.pending)
+            if attempts or self.tokens.pending or self.limit_reached is not False:
+                charge = budget.charge_sql(self.run, attempts=attempts, tokens=self.tokens.pending)
         # A compensation that cannot be built and the ticket it opens are written in one
         # transaction: a rare path, where statements do not count.
         with transaction.atomic() if undo is not None and undo.problem else nullcontext():

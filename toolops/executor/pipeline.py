@@ -156,9 +156,10 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         return _follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
     execution = Execution(run=run, call=call, spec=spec, tokens=tokens, fence=1)
-    if charged:
+    if charged is not None:
         tokens.pending = 0
-        execution.prereserved = run.max_attempts is not None
+        execution.prereserved = True
+        execution.limit_reached = charged
         execution.run_attempts()
     elif tokens.charge_now():  # the budget did not fit: tell which limit, the long way
         _end_over_tokens(call)

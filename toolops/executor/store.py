@@ -68,15 +68,16 @@ def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
 
 def claim_and_charge(
     call: ToolCall, *, lease_s: float, ttl_s: float, charge: Sql | None
-) -> tuple[bool, bool]:
+) -> tuple[bool, bool | None]:
     """`claim_with_call`, and, only if won, `charge` — a conditional UPDATE of the run row
-    (budget.upfront) — in the same statement. Returns (won, charged)."""
+    RETURNING one boolean (budget.upfront) — in the same statement. Returns (won, what
+    the charge returned), the latter None when it changed nothing."""
     claim_sql, claim_params = claims.claim_sql(
         key=call.idempotency_key, call_ref=call.call_id, tool=call.tool,
         lease_s=lease_s, ttl_s=ttl_s,
     )  # fmt: skip
     if not _cte_ready():
-        charged = False
+        charged: bool | None = None
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(claim_sql, claim_params)
@@ -87,7 +88,8 @@ def claim_and_charge(
                 if charge is not None:
                     with connection.cursor() as cursor:
                         cursor.execute(*charge)
-                        charged = cursor.rowcount == 1
+                        row = cursor.fetchone()
+                        charged = None if row is None else bool(row[0])
         return won, charged
     fields = rows.insert_fields(ToolCall)
     values, params = rows.values_sql([call], fields, typed=True)
@@ -98,7 +100,10 @@ def claim_and_charge(
         ctes.append(vault)
         ctes_params += vault_params
     if charge is not None:
-        ctes.append(f"charge AS ({charge[0]} AND EXISTS (SELECT 1 FROM claim) RETURNING 1)")
+        sql, returning = charge[0].split(" RETURNING ", 1)
+        ctes.append(
+            f"charge AS ({sql} AND EXISTS (SELECT 1 FROM claim) RETURNING {returning} AS got)"
+        )
         ctes_params += charge[1]
     insert = (
         f"INSERT INTO {CALL_TABLE} ({rows.columns(fields)}) "
@@ -108,14 +113,14 @@ def claim_and_charge(
         sql = f"WITH {', '.join(ctes)} {insert}"
     else:
         ctes.append(f"ins AS ({insert})")
-        sql = f"WITH {', '.join(ctes)} SELECT id, EXISTS (SELECT 1 FROM charge) FROM ins"
+        sql = f"WITH {', '.join(ctes)} SELECT id, (SELECT got FROM charge) FROM ins"
     with _savepoint_if_nested(), connection.cursor() as cursor:
         cursor.execute(sql, [*ctes_params, *params])
         row = cursor.fetchone()
     if row is None:
-        return False, False
+        return False, None
     rows.mark_saved(call, row[0])
-    return True, bool(row[1]) if charge is not None else False
+    return True, (None if charge is None or row[1] is None else bool(row[1]))
 
 
 def record_result(

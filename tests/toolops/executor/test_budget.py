@@ -186,8 +186,9 @@ def test_a_write_in_a_limited_run_costs_no_statement_more_than_in_an_unlimited_o
     if connection.vendor == "postgresql":
         assert len(limited) == len(free) == 3, "\n".join(s[:160] for s in limited)
         assert not any(s.strip().upper() in ("BEGIN", "COMMIT") for s in limited)
-        # The claim reserves the attempt and counts the tokens; the record ends the count.
-        assert "toolops_run" in limited[1] and "toolops_run" in limited[2]
+        # The claim reserves the attempt and counts the tokens; a call that kept to its
+        # first attempt and reached no limit leaves the run row alone at its record.
+        assert "toolops_run" in limited[1] and "toolops_run" not in limited[2]
     run = get_run(api, run_id="r-limited")
     assert run["usage"]["attempts"] == 2 and run["usage"]["tokens"] == 50
     assert run["status"] == "running"
@@ -267,3 +268,22 @@ def test_concurrent_writes_of_one_run_never_overspend_its_attempts(
     # The others were refused (the run had ended) or counted but not sent.
     assert all(a.get("status") != "succeeded" for a in answers if a not in sent)
     assert (run["status"], run["usage"]["attempts"]) == ("budget_exhausted", 3)
+
+
+def test_a_write_that_takes_the_last_attempt_or_token_ends_the_run(
+    api: APIClient, shop: Shop
+) -> None:
+    start_run(api, budget={"max_attempts": 2})
+    call_ok(api, step_index=0, tool="reserve_stock", args=RESERVE)
+    assert get_run(api)["status"] == "running"
+    last = call_ok(api, step_index=1, tool="reserve_stock", args={"sku": "A12", "qty": 2})
+    assert last["status"] == "succeeded"
+    assert (get_run(api)["status"], get_run(api)["usage"]["attempts"]) == ("budget_exhausted", 2)
+
+    start_run(api, run_id="r-t", budget={"max_tokens": 100})
+    call_ok(api, run_id="r-t", step_index=0, tool="reserve_stock", args=RESERVE, tokens=60)
+    assert get_run(api, run_id="r-t")["status"] == "running"
+    call_ok(api, run_id="r-t", step_index=1, tool="reserve_stock", args=RESERVE, tokens=40)
+    run = get_run(api, run_id="r-t")
+    assert (run["status"], run["usage"]["tokens"]) == ("budget_exhausted", 100)
+    assert len(shop.requests("/inventory/reservations")) == 4
