@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import difflib
 import time
-import uuid
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
 from toolops import rows
 from toolops.approvals import services as approval_services
-from toolops.models import Run, ToolCall
+from toolops.models import Run, ToolCall, new_call_id, new_tool_call_id
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
@@ -82,9 +81,9 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
     dependency_failures = _check_dependencies(run, request.depends_on)
 
     call = ToolCall(
-        call_id=f"c-{uuid.uuid4().hex}",
+        call_id=new_call_id(),
         run=run,
-        tool_call_id=request.tool_call_id or f"tc-{uuid.uuid4().hex[:16]}",
+        tool_call_id=request.tool_call_id or new_tool_call_id(),
         step_index=request.step_index,
         tool=request.tool,
         args=prepared.args if prepared.args is not None else None,

@@ -8,12 +8,11 @@ after its lease and resumed exactly as a duplicate request would resume it."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db import transaction
 
-from toolops.models import Run, ToolCall
+from toolops.models import Run, ToolCall, new_call_id
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
@@ -55,7 +54,7 @@ def undo_execute(
     """Run round `round_number` of the undo of `undoes`, and record it. Returns the
     finished undo call — or None while another live worker holds this round."""
     call = ToolCall(
-        call_id=f"c-{uuid.uuid4().hex}",
+        call_id=new_call_id(),
         run=run,
         # Outside the agents' id alphabet ("~"), so no agent's tool_call_id can clash.
         tool_call_id=f"~undo:{undoes.call_id}:{round_number}",
