@@ -185,7 +185,9 @@ def applied_migrations(conn: Any) -> list[str]:
     ]
 
 
-def reusable(conn: Any, rows: int, migrations_pending: bool) -> str | None:
+def reusable(
+    conn: Any, rows: int, migrations_pending: bool, *, check_migrations: bool = True
+) -> str | None:
     """Why the loaded database cannot be kept, or None when it can: a complete load of the
     same layout and size, less than a TTL old, under the migrations applied now, its rows
     still there."""
@@ -202,9 +204,9 @@ def reusable(conn: Any, rows: int, migrations_pending: bool) -> str | None:
         return f"loaded {age / 86400:.0f} days ago, longer than the records' TTL"
     if found.get("rows") != rows:
         return f"loaded with {found.get('rows'):,} rows, {rows:,} asked for"
-    if migrations_pending:
+    if check_migrations and migrations_pending:
         return "migrations not applied to it"
-    if found.get("migrations") != applied_migrations(conn):
+    if check_migrations and found.get("migrations") != applied_migrations(conn):
         return "migrated since it was loaded"
     for table in ("toolops_idempotencyrecord", "toolops_attempt", "toolops_toolcall"):
         count = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -322,6 +324,14 @@ def mark_loaded(conn: Any, name: str, rows: int, seconds: float) -> None:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "loaded_at": time.time(),
     })  # fmt: skip
     literal = conn.execute("SELECT quote_literal(%s)", [text]).fetchone()[0]
+    conn.execute(f'COMMENT ON DATABASE "{name}" IS {literal}')
+
+
+def mark_migrated(conn: Any, name: str) -> None:
+    """The loaded database's marker, with the migrations now applied to it."""
+    found = marker(conn) or {}
+    found["migrations"] = applied_migrations(conn)
+    literal = conn.execute("SELECT quote_literal(%s)", [json.dumps(found)]).fetchone()[0]
     conn.execute(f'COMMENT ON DATABASE "{name}" IS {literal}')
 
 
