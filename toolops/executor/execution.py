@@ -331,9 +331,8 @@ class Execution:
         fence = None if self.fence is None else (-1 if self.lost_claim else self.fence)
         undo = self._compensation()
         also = [undo] if undo is not None and not undo.problem else []
-        # Counters live on the run row only for limited runs; then the result and the
-        # usage are written in one transaction. So is a compensation that cannot be built
-        # and the ticket it opens: a rare path, where statements do not count.
+        # Counters live on the run row only for limited runs; the result's own statement
+        # settles them (budget.py).
         charge = None
         if self.budgeted and self.run.has_limits:
             # A first attempt reserved by the claim but never made is given back.
