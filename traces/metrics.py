@@ -15,6 +15,7 @@ agent made up never becomes a series of its own."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import timedelta
@@ -57,21 +58,28 @@ CLOSED, HALF_OPEN, OPEN = 0, 1, 2
 BREAKER_LABELS = {CLOSED: "closed", HALF_OPEN: "half-open", OPEN: "open"}
 
 _REPLAY_SQL = (
-    f"INSERT INTO {ReplayCount._meta.db_table} (tool, minute, count) VALUES (%s, %s, 1) "
-    f"ON CONFLICT (tool, minute) DO UPDATE SET count = {ReplayCount._meta.db_table}.count + 1"
+    f"INSERT INTO {ReplayCount._meta.db_table} (tool, minute, shard, count) "
+    "VALUES (%s, %s, %s, 1) ON CONFLICT (tool, minute, shard) "
+    f"DO UPDATE SET count = {ReplayCount._meta.db_table}.count + 1"
 )
+REPLAY_SHARDS = 8
 
 
 def replay_noted(*, tool: str) -> None:
     """Count one idempotency replay of `tool` in the current minute. ONE statement, with
     no read first: the replay path is benchmarked, and racing replays of one tool meet in
-    the unique (tool, minute) row, which the upsert increments atomically. A replay of a
-    call to a tool the catalog lacks counts under `(unknown)` (the catalog is in memory)."""
+    the unique (tool, minute, shard) row, which the upsert increments atomically; the
+    shard, random, keeps concurrent replays of one tool from queueing on one row lock
+    (each held until its commit). A replay of a call to a tool the catalog lacks counts
+    under `(unknown)` (the catalog is in memory)."""
     if not in_catalog(tool):
         tool = UNKNOWN
     minute = timezone.now().replace(second=0, microsecond=0)
     with connection.cursor() as cursor:
-        cursor.execute(_REPLAY_SQL, [tool, connection.ops.adapt_datetimefield_value(minute)])
+        cursor.execute(_REPLAY_SQL, [
+            tool, connection.ops.adapt_datetimefield_value(minute),
+            random.randrange(REPLAY_SHARDS),
+        ])  # fmt: skip
 
 
 def breaker_levels() -> dict[str, int]:

@@ -58,11 +58,16 @@ class ReplayCount(models.Model):
 
     tool = models.CharField(max_length=128)
     minute = models.DateTimeField()
+    # Concurrent replays of one tool would all update one row and wait on each other's
+    # commit: they spread over a few rows, which every reader sums.
+    shard = models.PositiveSmallIntegerField(default=0)
     count = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tool", "minute"], name="replay_tool_minute")
+            models.UniqueConstraint(
+                fields=["tool", "minute", "shard"], name="replay_tool_minute_shard"
+            )
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import Sum
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -24,7 +25,7 @@ from toolops.models import Agent, Approval, CircuitBreaker, Run, ToolCall
 from toolops.tools import registry
 from traces.figures import tool_figures
 from traces.labels import UNKNOWN
-from traces.metrics import DURATION_BUCKETS, replay_noted
+from traces.metrics import DURATION_BUCKETS, REPLAY_SHARDS, replay_noted
 from traces.models import ReplayCount
 
 pytestmark = pytest.mark.django_db
@@ -371,10 +372,26 @@ def test_it_counts_a_replay_in_one_upsert_per_tool_and_minute(catalog: Catalog) 
 
     assert len(ctx.captured_queries) == 1
     assert "ON CONFLICT" in ctx.captured_queries[0]["sql"]
-    rows = dict(ReplayCount.objects.values_list("tool", "count"))
+    rows = dict(
+        ReplayCount.objects.values("tool").annotate(n=Sum("count")).values_list("tool", "n")
+    )
     assert rows == {"query_stock": 2, "reserve_stock": 1}
-    minute = ReplayCount.objects.get(tool="query_stock").minute
+    [minute] = set(ReplayCount.objects.values_list("minute", flat=True))
     assert (minute.second, minute.microsecond) == (0, 0)
+
+
+def test_concurrent_replays_of_one_tool_spread_over_rows_and_sum_exactly(
+    catalog: Catalog,
+) -> None:
+    catalog()
+    for _ in range(200):
+        replay_noted(tool="query_stock")
+
+    shards = ReplayCount.objects.filter(tool="query_stock")
+    assert shards.aggregate(n=Sum("count"))["n"] == 200
+    assert 1 < shards.count() <= REPLAY_SHARDS  # not one hot row every replay waits on
+    found = scraped()
+    assert found[("toolops_idempotency_replays_total", (("tool", "query_stock"),))] == 200
 
 
 def test_a_replay_costs_the_api_one_statement_more(api: APIClient, shop: Shop) -> None:
