@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
-import uuid
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from toolops.ids import new_span_id, new_trace_id
+
+__all__ = ["new_span_id", "new_trace_id"]  # kept importable from here
 
 TOKEN_PREFIX = "tops_"
 
@@ -19,30 +21,6 @@ def token_digest(token: str) -> str:
     """API tokens are 32 random bytes, so one SHA-256 is the right hash: it is
     irreversible for them and keeps the lookup a single indexed equality."""
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_trace_id() -> str:
-    return uuid.uuid4().hex
-
-
-def new_span_id() -> str:
-    return secrets.token_hex(8)
-
-
-def time_ordered_id(prefix: str, random_hex: int) -> str:
-    """`prefix` + the time in milliseconds (12 hex digits) + `random_hex` random hex
-    digits. Ids made one after another sort one after another, so their unique index
-    grows at its right edge instead of taking random inserts all over a large B-tree
-    (what a call id made of uuid4 cost with 10 million calls: bench/flat.py)."""
-    return f"{prefix}{time.time_ns() // 1_000_000:012x}{secrets.token_hex(random_hex // 2)}"
-
-
-def new_call_id() -> str:
-    return time_ordered_id("c-", 20)
-
-
-def new_tool_call_id() -> str:
-    return time_ordered_id("tc-", 12)
 
 
 class Agent(models.Model):
@@ -105,9 +83,7 @@ class Run(models.Model):
 
     # No index of its own: the unique (agent, run_id) index serves every look-up by agent,
     # and a second one let the planner pick it for a new agent's runs.
-    agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, related_name="runs", db_index=False
-    )
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs", db_index=False)
     run_id = models.CharField(max_length=128)
     trace_id = models.CharField(max_length=32)
     # null, not "": runs without a session key are never compared with each other.

@@ -123,7 +123,7 @@ def renew(*, key: str, fence: int, lease_s: float) -> bool:
     plus, param = now_plus_sql()
     sql = (
         f"UPDATE {TABLE} SET lease_until = {plus} "
-        f"WHERE \"key\" = %s AND {STILL_CLAIMED} AND fence = %s"
+        f'WHERE "key" = %s AND {STILL_CLAIMED} AND fence = %s'
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [param(lease_s), key, fence])  # type: ignore[operator]
@@ -134,7 +134,7 @@ def record_sql(*, key: str, fence: int) -> tuple[str, list[object]]:
     """Mark the claim recorded — only while we still hold it (the fencing token)."""
     sql = (
         f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {now_sql()} "
-        f"WHERE \"key\" = %s AND {STILL_CLAIMED} AND fence = %s RETURNING 1"
+        f'WHERE "key" = %s AND {STILL_CLAIMED} AND fence = %s RETURNING 1'
     )
     return sql, [key, fence]
 

@@ -15,7 +15,8 @@ from django.db import IntegrityError, transaction
 
 from toolops import rows
 from toolops.approvals import services as approval_services
-from toolops.models import Run, ToolCall, new_call_id, new_tool_call_id
+from toolops.ids import new_call_id, new_tool_call_id
+from toolops.models import Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces

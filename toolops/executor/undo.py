@@ -12,7 +12,8 @@ from typing import Any
 
 from django.db import transaction
 
-from toolops.models import Run, ToolCall, new_call_id
+from toolops.ids import new_call_id
+from toolops.models import Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
