@@ -55,6 +55,7 @@ from bench.cases import (  # noqa: E402
 )
 from bench.cpu import CpuMeter, cpu_busy  # noqa: E402
 from bench.db import fresh_database  # noqa: E402
+from bench.flat_options import NAMES, parse_options  # noqa: E402
 from bench.flat_report import print_explain, print_table, statement_times  # noqa: E402
 from bench.load import Sample, Target, drive  # noqa: E402
 from bench.procs import (  # noqa: E402
@@ -71,7 +72,6 @@ from bench.procs import (  # noqa: E402
 )
 
 RESULTS = BENCH / "results" / "flat.json"
-NAMES = {"small": "toolops_bench_flat_small", "big": "toolops_bench_flat_big"}
 SMALL_ROWS = 10_000
 GOAL = 1.1
 CASES = {"write_budget": "write (budget)", "write": "write (no budget)"}
@@ -335,34 +335,6 @@ class Flat:
             )  # fmt: skip
             found[side] = json.loads(out.strip().splitlines()[-1])
         self.results["explain"] = found
-
-
-def parse_options(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="ToolOps benchmark: flat with data.")
-    parser.add_argument("--quick", action="store_true", help="fewer writes and rounds")
-    parser.add_argument("--reload", action="store_true", help="load the big database again")
-    parser.add_argument(
-        "--rows", type=int, default=10_000_000,
-        help="idempotency records, calls and attempts in the big database (default 10M)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--cold", action="store_true",
-        help="do not read the indexes into the OS page cache before measuring",
-    )  # fmt: skip
-    parser.add_argument("--calls", type=int, default=0, help="writes per database and case")
-    parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds")
-    parser.add_argument(
-        "--database-url", default=os.getenv("BENCH_FLAT_DATABASE_URL", "postgres:///"),
-        help="the server, as a URL; the bench's databases are named "
-        f"{NAMES['small']} and {NAMES['big']} (default: $BENCH_FLAT_DATABASE_URL or "
-        "postgres:///)",
-    )  # fmt: skip
-    o = parser.parse_args(argv)
-    if not o.database_url.startswith(("postgres://", "postgresql://")):
-        parser.error("the benchmark runs on PostgreSQL: --database-url postgres://…")
-    if o.rows < 1000:
-        parser.error("--rows: at least 1000")
-    return o
 
 
 def main(argv: list[str] | None = None) -> int:
