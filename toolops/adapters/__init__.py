@@ -3,10 +3,10 @@ only through toolops.client (no Django), and accept the SDKs' objects or plain d
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from toolops.client import Call
+from toolops.client.calls import result_text
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
@@ -29,7 +29,7 @@ def model_text(call: Call) -> str:
     the first answer. A call waiting for a person is told in the model's terms: the API's
     feedback for it speaks to the agent's code (how to poll it)."""
     if call.ok:
-        return json.dumps(call.result, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        return result_text(call.result)
     if call.status == "pending_approval":
         why = WHY_HELD.get((call.approval or {}).get("reason", ""), "it needs a person's approval")
         return (

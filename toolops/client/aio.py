@@ -21,6 +21,7 @@ from .calls import (
     _delay,
     _error,
     _run_body,
+    client_options,
 )
 
 
@@ -32,12 +33,7 @@ class AsyncToolOps:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:  # fmt: skip
         self.url = url.rstrip("/")
-        self.http = httpx.AsyncClient(
-            base_url=self.url + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(timeout_s, read=max(timeout_s, LONG_POLL_MAX_S + 10)),
-            transport=transport,
-        )
+        self.http = httpx.AsyncClient(**client_options(url, token, timeout_s), transport=transport)
 
     async def __aenter__(self) -> AsyncToolOps:
         return self

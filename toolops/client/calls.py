@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,22 @@ USABLE = ("succeeded", "degraded")
 TRIES = 3
 RETRY_STATUSES = (502, 503, 504)
 LONG_POLL_MAX_S = 30.0  # API.md: ?wait=N with N ≤ 30
+
+
+def result_text(result: Any) -> str:
+    """A usable result as the model reads it: JSON with sorted keys, so a replay reads
+    the same as the first answer."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def client_options(url: str, token: str, timeout_s: float) -> dict[str, Any]:
+    """What the sync and the async httpx clients are made with."""
+    return {
+        "base_url": url.rstrip("/") + "/api/v1",
+        "headers": {"Authorization": f"Bearer {token}"},
+        # Long-polls hold the response up to 30 s: the read timeout outlasts them.
+        "timeout": httpx.Timeout(timeout_s, read=max(timeout_s, LONG_POLL_MAX_S + 10)),
+    }
 
 
 class ToolOpsError(Exception):

@@ -20,6 +20,7 @@ from .calls import (
     _delay,
     _error,
     _run_body,
+    client_options,
 )
 
 
@@ -31,13 +32,7 @@ class ToolOps:
         transport: httpx.BaseTransport | None = None,
     ) -> None:  # fmt: skip
         self.url = url.rstrip("/")
-        self.http = httpx.Client(
-            base_url=self.url + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            # Long-polls hold the response up to 30 s: the read timeout outlasts them.
-            timeout=httpx.Timeout(timeout_s, read=max(timeout_s, LONG_POLL_MAX_S + 10)),
-            transport=transport,
-        )
+        self.http = httpx.Client(**client_options(url, token, timeout_s), transport=transport)
 
     def __enter__(self) -> ToolOps:
         return self

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from rest_framework.exceptions import APIException
 
 from toolops import selectors, services
 from toolops.api.output import call_out
+from toolops.client.calls import result_text
 from toolops.models import Agent, Run
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
@@ -96,7 +96,7 @@ def outcome_of(out: dict[str, Any]) -> Outcome:
     status = out["status"]
     if status in ("succeeded", "degraded"):
         result = out.get("result")
-        text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        text = result_text(result)
         structured = result if isinstance(result, dict) else {"result": result}
         return Outcome(text, structured, False)
     if status in WAITING:
