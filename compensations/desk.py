@@ -1,7 +1,9 @@
 """The support desk's actions on a ticket (API.md: "Retry", "Resolve"): assign, retry
 through the worker, resolve by hand with a note, comment, and the bulk forms of the first
 two. Each is one transaction that locks the run row first (as the worker's ending does)
-and then the ticket, and each is audited as a TicketEvent with who and when."""
+and then the ticket. Each shows on the ticket as a TicketEvent (its thread, which goes
+with the run at retention) and is audited in the one audit log (toolops/audit/), which
+is kept."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from compensations.services import (
     ticket_event,
     wake,
 )
+from toolops.audit.services import Action, audit_record
 from toolops.models import IdempotencyRecord, Run, ToolCall
 from traces import services as traces
 
@@ -43,6 +46,11 @@ def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser 
             ticket_event(ticket, by, Kind.UNASSIGNED, "")
         else:
             ticket_event(ticket, by, Kind.ASSIGNED, f"to {to.get_username()}")
+        assignee = to.get_username() if to is not None else None
+        audit_record(
+            actor=by, action=Action.TICKET_ASSIGN, obj=ticket, detail={"to": assignee},
+            summary=f"Assigned to {assignee}" if assignee else "Unassigned",
+        )  # fmt: skip
     return ticket
 
 
@@ -88,6 +96,11 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
         )
         Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
         ticket_event(ticket, by, Kind.RETRIED, "")
+        audit_record(
+            actor=by, action=Action.TICKET_RETRY, obj=ticket,
+            detail={"tool": compensation.tool, "round": compensation.rounds + 1},
+            summary=f"Retried {compensation.tool} (round {compensation.rounds + 1})",
+        )  # fmt: skip
         wake(ticket.run_id)
     return ticket
 
@@ -110,7 +123,12 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
             status=CS.RESOLVED, finished_at=timezone.now()
         ):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
-        ticket_close(ticket, by, Kind.RESOLVED, _redacted(note, ticket))
+        said = _redacted(note, ticket)
+        ticket_close(ticket, by, Kind.RESOLVED, said)
+        audit_record(
+            actor=by, action=Action.TICKET_RESOLVE, obj=ticket, detail={"note": said},
+            summary=f"Resolved by hand: {said}",
+        )  # fmt: skip
         Run.objects.filter(pk=ticket.run_id, status=Run.Status.COMPENSATION_FAILED).update(
             status=Run.Status.ABORTING
         )
@@ -122,9 +140,15 @@ def ticket_comment(*, ticket: Ticket, by: AbstractBaseUser, text: str) -> Ticket
     text = text.strip()
     if not text:
         raise TicketActionRefused("A comment cannot be empty.")
+    said = _redacted(text, ticket)
     with transaction.atomic():
         Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
-        return ticket_event(ticket, by, Kind.COMMENT, _redacted(text, ticket))
+        event = ticket_event(ticket, by, Kind.COMMENT, said)
+        audit_record(
+            actor=by, action=Action.TICKET_COMMENT, obj=ticket, detail={"text": said},
+            summary=said,
+        )  # fmt: skip
+    return event
 
 
 def _redacted(text: str, ticket: Ticket) -> str:

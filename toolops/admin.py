@@ -1,5 +1,9 @@
-"""Django admin for ToolOps' records. Executor records are read-only here: the executor
-owns them, and an edited attempt or claim would make the audit trail lie."""
+"""Django admin for ToolOps' records. Executor records are read-only here, and none of
+them can be deleted, not even by a superuser: the executor owns them, an edited attempt or
+claim would make the record lie, and a deleted idempotency record lets an irreversible
+write run again. Runs and calls (with their attempts, the stored spans) go only by
+retention (traces/retention.py), which knows what still needs them. The audit log is
+read-only and kept for ever (toolops/audit/)."""
 
 from __future__ import annotations
 
@@ -7,20 +11,37 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from toolops import services
+from toolops.audit.services import Action, audit_record
 from toolops.forms import ToolPolicyForm
-from toolops.models import Agent, Attempt, IdempotencyRecord, Run, ToolCall, ToolPolicy
+from toolops.models import (
+    Agent,
+    Attempt,
+    AuditEntry,
+    IdempotencyRecord,
+    Run,
+    ToolCall,
+    ToolPolicy,
+)
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.spec import ToolSpec
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Seen, never added, changed or deleted (the delete view and action answer 403)."""
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -41,6 +62,8 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 class AttemptInline(admin.TabularInline):
+    # Attempts are the stored spans and the evidence a person settles an unknown outcome
+    # from: never added, edited or deleted by hand (retention removes them).
     model = Attempt
     extra = 0
     can_delete = False
@@ -119,5 +142,34 @@ class ToolPolicyAdmin(admin.ModelAdmin):
     readonly_fields = ("updated_by", "updated_at")
 
     def save_model(self, request: HttpRequest, obj: ToolPolicy, form: Any, change: bool) -> None:
-        obj.updated_by = request.user  # type: ignore[assignment]
-        super().save_model(request, obj, form, change)
+        # The console's path: saved and audited together.
+        by: Any = request.user
+        services.tool_policy_save(policy=obj, by=by, changes=form.describe_changes())
+
+    def delete_model(self, request: HttpRequest, obj: ToolPolicy) -> None:
+        with transaction.atomic():
+            _audit_policy_delete(request, obj)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ToolPolicy]) -> None:
+        with transaction.atomic():
+            for policy in queryset:
+                _audit_policy_delete(request, policy)
+            super().delete_queryset(request, queryset)
+
+
+def _audit_policy_delete(request: HttpRequest, policy: ToolPolicy) -> None:
+    audit_record(
+        actor=request.user, action=Action.POLICY_EDIT, obj=policy, request=request,
+        detail={"deleted": True}, summary="Deleted the policy: every field back to the catalog's",
+    )  # fmt: skip
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """The audit log, as the console's /console/audit/ shows it: read-only, kept."""
+
+    list_display = ("at", "actor_username", "action", "object_type", "object_id", "summary")
+    list_filter = ("action",)
+    search_fields = ("actor_username", "object_id")
+    date_hierarchy = "at"

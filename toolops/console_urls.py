@@ -8,7 +8,7 @@ from traces.views import metrics as traces_metrics
 from traces.views import timeline as traces_timeline
 
 from .approvals import views as approvals
-from .views import health, runs, tools, unknown
+from .views import audit, health, runs, tools, unknown
 
 app_name = "console"
 
@@ -29,6 +29,8 @@ urlpatterns = [
     path("metrics/", traces_metrics.metrics_page, name="metrics"),
     path("runs/<int:pk>/abort/", runs.run_abort, name="run-abort"),
     path("search/", runs.search, name="search"),
+    # Every human action, append-only (toolops/audit/): operators and superusers.
+    path("audit/", audit.audit_log, name="audit"),
     # A call's full, unredacted args and result: view_full_args only, every look audited.
     path("calls/<str:call_id>/args/", traces_full_args.call_args, name="call_args"),
     # The reviewer queue (toolops/approvals/): an approval's page is its API `url`.

@@ -385,9 +385,10 @@ class CircuitBreaker(models.Model):
         return f"{self.tool}: {self.state}"
 
 
-# Approvals live in their own module set (toolops/approvals/); imported here so that
-# Django registers their models with this app.
+# Approvals and the audit log live in their own packages (toolops/approvals/,
+# toolops/audit/); imported here so that Django registers their models with this app.
 from toolops.approvals.models import Approval, ApprovalVote  # noqa: E402
+from toolops.audit.models import AuditEntry  # noqa: E402
 
-__all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "CircuitBreaker",
+__all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "AuditEntry", "CircuitBreaker",
            "IdempotencyRecord", "RateWindow", "Run", "ToolCall", "ToolPolicy"]  # fmt: skip

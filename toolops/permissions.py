@@ -107,6 +107,16 @@ def require_run_aborter(user: User) -> None:
         raise PermissionDenied("Only operators may abort runs.")
 
 
+def can_read_audit(user: User) -> bool:
+    """The audit log names people and what they did: operators and superusers (API.md)."""
+    return _is_superuser(user) or OPERATORS in group_names(user)
+
+
+def require_audit_reader(user: User) -> None:
+    if not can_read_audit(user):
+        raise PermissionDenied("Only operators may read the audit log.")
+
+
 def can_review(user: User) -> bool:
     """Approvals: whether a held call runs is a reviewer's decision."""
     return _is_superuser(user) or REVIEWERS in group_names(user)

@@ -6,9 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.db import IntegrityError, transaction
-from django.db.models import Model
 from django.utils import timezone
 
 if TYPE_CHECKING:
@@ -17,6 +15,7 @@ if TYPE_CHECKING:
 from compensations import services as compensation_services
 from toolops import selectors
 from toolops.approvals import services as approval_services
+from toolops.audit.services import Action, audit_record
 from toolops.executor import breaker
 from toolops.executor import prepare as preparing
 from toolops.executor.pipeline import CallAnswer
@@ -42,10 +41,21 @@ class RunEndingConflict(Exception):
     pass
 
 
-def agent_create(*, name: str, rate_limit_per_minute: int | None = None) -> tuple[Agent, str]:
+def agent_create(
+    *, name: str, rate_limit_per_minute: int | None = None, by: Any = None, via: str = ""
+) -> tuple[Agent, str]:
+    """A new agent and its token (returned once, never stored), audited together. `by`:
+    the person, None from a shell; `via`: what made it (e.g. "manage.py create_agent")."""
     agent = Agent(name=name, rate_limit_per_minute=rate_limit_per_minute)
     token = agent.set_new_token()
-    agent.save()
+    with transaction.atomic():
+        agent.save()
+        audit_record(
+            actor=by, action=Action.TOKEN_CREATE, obj=agent,
+            detail={"agent": agent.name, "hint": agent.token_hint, "via": via},
+            summary=f"Created agent {agent.name} and its token ({agent.token_hint}…)"
+            + (f" via {via}" if via else ""),
+        )  # fmt: skip
     return agent, token
 
 
@@ -214,30 +224,27 @@ def run_abort_audited(*, run: Run, reason: str, by: AbstractBaseUser) -> Run:
         run = run_abort(run=run, reason=reason)
         if before != run.status:
             said = traces.redact_text(reason)
-            audit(by=by, obj=run, flag=CHANGE, message=f"Aborted ({before} → {run.status}): {said}")
+            audit_record(
+                actor=by, action=Action.RUN_ABORT, obj=run,
+                detail={"from": before, "to": run.status, "reason": said},
+                summary=f"Aborted ({before} → {run.status}): {said}",
+            )  # fmt: skip
     return run
 
 
-# -- console writes, each audited in Django admin's log in the same transaction ---------
-
-
-def audit(*, by: AbstractBaseUser, obj: Model, flag: int, message: str) -> None:
-    LogEntry.objects.log_actions(
-        user_id=by.pk,
-        queryset=[obj],  # type: ignore[arg-type]
-        action_flag=flag,
-        change_message=message,
-        single_object=True,
-    )
+# -- console writes, each audited (toolops/audit/) in the same transaction ----------------
 
 
 def tool_policy_save(*, policy: ToolPolicy, by: AbstractBaseUser, changes: str) -> ToolPolicy:
-    """Save an operator's overrides and audit them in Django admin's log, together."""
+    """Save an operator's overrides and audit them, together."""
     adding = policy._state.adding
     with transaction.atomic():
         policy.updated_by = by  # type: ignore[assignment]
         policy.save()
-        audit(by=by, obj=policy, flag=ADDITION if adding else CHANGE, message=changes)
+        audit_record(
+            actor=by, action=Action.POLICY_EDIT, obj=policy,
+            detail={"created": adding, "changes": changes}, summary=changes,
+        )  # fmt: skip
     return policy
 
 
@@ -250,12 +257,17 @@ def call_settle_audited(
     result: Any,
     audit_text: str,
 ) -> bool:
-    """Settle an unknown outcome through the executor and audit it in Django admin's log,
-    together. False, with nothing written, when a person or the worker settled it first."""
+    """Settle an unknown outcome through the executor and audit it, together. False, with
+    nothing written, when a person or the worker settled it first."""
     with transaction.atomic():
         settled = call_settle(call=call, by=by, succeeded=succeeded, note=note, result=result)
         if settled:
-            audit(by=by, obj=call, flag=CHANGE, message=audit_text)
+            audit_record(
+                actor=by, action=Action.CALL_SETTLE, obj=call,
+                summary=traces.redact_text(audit_text, call=call),
+                detail={"succeeded": succeeded, "with_result": result is not None,
+                        "note": traces.redact_text(note, call=call)},
+            )  # fmt: skip
     return settled
 
 
@@ -267,8 +279,11 @@ def breaker_force_open_audited(
         # force_open creates the row when the breaker never tripped.
         breaker.force_open(tool=tool, seconds=minutes * 60, reason=reason)
         row = CircuitBreaker.objects.get(tool=tool)
-        message = f"Forced open for {minutes} min. Reason: {reason}"
-        audit(by=by, obj=row, flag=CHANGE, message=message)
+        audit_record(
+            actor=by, action=Action.BREAKER_FORCE_OPEN, obj=row,
+            detail={"minutes": minutes, "reason": reason},
+            summary=f"Forced open for {minutes} min. Reason: {reason}",
+        )  # fmt: skip
     return row
 
 
@@ -283,6 +298,9 @@ def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker 
         before = f"{row.state}{' (forced)' if row.forced else ''}"
         failures = row.consecutive_failures
         breaker.reset(tool=tool)
-        message = f"Reset: {before} → closed; consecutive failures {failures} → 0."
-        audit(by=by, obj=row, flag=CHANGE, message=message)
+        audit_record(
+            actor=by, action=Action.BREAKER_RESET, obj=row,
+            detail={"from": before, "consecutive_failures": failures},
+            summary=f"Reset: {before} → closed; consecutive failures {failures} → 0.",
+        )  # fmt: skip
     return row

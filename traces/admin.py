@@ -1,4 +1,5 @@
-"""The audit of looks at full args, in the admin: read-only (an audit is not edited)."""
+"""Looks at full args recorded before the one audit log (toolops/audit/, which records
+them now), in the admin: read-only and never deleted (an audit is not edited)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,23 @@
 """A person's look at a call's full (unredacted) args and result: read from the vault and
-audited in one place, so no page can show them without leaving a FullArgsRead behind."""
+audited in one place, so no page can show them without leaving an audit entry behind
+(toolops/audit/, action `full_args.read`). traces.FullArgsRead, where looks were kept
+before the one audit log, is no longer written: migration toolops 0012 copied its rows
+into the log, and the model stays for the `traces.view_full_args` permission it holds."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
+from toolops.audit.services import Action, audit_record
 from toolops.models import ToolCall
 
 from . import sensitive, vault
 from .models import FullArgsRead
+
+PURPOSES = FullArgsRead.Purpose
 
 
 @dataclass(frozen=True)
@@ -24,17 +32,19 @@ class FullArgs:
     result_problem: str = ""
 
 
-def full_args_read(*, call: ToolCall, user: Any, purpose: str) -> FullArgs:
+def full_args_read(*, call: ToolCall, user: Any, purpose: str, request: Any = None) -> FullArgs:
     """The call's full args and result for `user`, audited. The caller has checked the
     user may see them (`traces.view_full_args`, or a reviewer on the call's approval)."""
-    if purpose not in FullArgsRead.Purpose.values:
+    if purpose not in PURPOSES.values:
         raise ValueError(f"unknown purpose {purpose!r}")
-    FullArgsRead.objects.create(
-        user=user if getattr(user, "pk", None) else None,
-        call=call,
-        call_ref=call.call_id,
-        purpose=purpose,
-    )
+    # Written before anything is decrypted: a look that fails halfway is still a look. No
+    # savepoint: inside a request's transaction it is one INSERT, and it commits with it.
+    with transaction.atomic(savepoint=False):
+        audit_record(
+            actor=user, action=Action.FULL_ARGS_READ, obj=call, request=request,
+            detail={"purpose": purpose, "tool": call.tool},
+            summary=f"Read the full args of {call.tool} ({PURPOSES(purpose).label})",
+        )  # fmt: skip
     redacted = bool(call.result_sealed) or sensitive.has_mark(call.args)
     args, args_problem = vault.args_read(call)
     result, result_problem = vault.result_read(call)

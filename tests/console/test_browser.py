@@ -113,11 +113,10 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     live_server: Any, transactional_db: None, django_user_model: Any,
     agent_a: Any, console_catalog: Any, browser_page: Any,
 ) -> None:  # fmt: skip
-    from django.contrib.admin.models import LogEntry
     from django.utils import timezone
     from playwright.sync_api import expect
 
-    from toolops.models import CircuitBreaker, ToolCall
+    from toolops.models import AuditEntry, CircuitBreaker, ToolCall
 
     operator = make_user(django_user_model, "olga", "operators")
     now = timezone.now()
@@ -186,7 +185,12 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
         operator,
         {"order_id": "o-77"},
     )
-    assert LogEntry.objects.filter(object_id=str(lost.pk), user=operator).count() == 1
+    assert (
+        AuditEntry.objects.filter(
+            action="call.settle", object_id=lost.call_id, actor=operator
+        ).count()
+        == 1
+    )
     # The run page says who settled it and why.
     rows.first.get_by_role("link", name="r-unknown").click()
     settled = page.locator(f"#call-{lost.call_id}")
@@ -227,7 +231,7 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     expect(order.locator(".badge.b-closed")).to_be_visible()
     expect(order.locator(".badge.forced")).to_have_count(0)
     assert not CircuitBreaker.objects.get(tool="create_order").forced
-    assert LogEntry.objects.filter(content_type__model="circuitbreaker").count() == 2
+    assert AuditEntry.objects.filter(object_type="breaker").count() == 2
 
 
 def test_a_live_page_told_of_many_changes_fetches_at_most_once_a_second(

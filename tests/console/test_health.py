@@ -7,18 +7,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
 from django.utils import timezone
 
 from toolops.executor import breaker
-from toolops.models import Agent, Attempt, CircuitBreaker, Run, ToolCall
+from toolops.models import Agent, Attempt, AuditEntry, CircuitBreaker, Run, ToolCall
 from toolops.tools import registry
 
 from .conftest import logged_in, make_attempt, make_call, make_run
 
 pytestmark = pytest.mark.django_db
 
+BREAKERS = AuditEntry.objects.filter(action__startswith="breaker.")
 FORCE = "/console/health/create_order/force-open/"
 RESET = "/console/health/create_order/reset/"
 
@@ -205,10 +205,15 @@ def test_it_forces_a_breaker_open_and_audits_it(
     assert (
         before + timedelta(minutes=45) <= row.open_until <= timezone.now() + timedelta(minutes=45)
     )
-    entry = LogEntry.objects.get()
-    assert (entry.user, entry.action_flag, entry.object_id) == (operator, CHANGE, str(row.pk))
-    assert entry.content_type.model == "circuitbreaker"
-    assert entry.change_message == "Forced open for 45 min. Reason: orders DB failover"
+    entry = BREAKERS.get()
+    assert (entry.actor, entry.action, entry.object_id) == (
+        operator,
+        "breaker.force_open",
+        row.tool,
+    )
+    assert (entry.object_type, entry.object_url) == ("breaker", "/console/health/")
+    assert entry.summary == "Forced open for 45 min. Reason: orders DB failover"
+    assert entry.detail == {"minutes": 45, "reason": "orders DB failover"}
     # The executor refuses the tool now.
     admission = breaker.admit(registry.get("create_order"))  # type: ignore[arg-type]
     assert not admission.allowed
@@ -244,9 +249,9 @@ def test_it_resets_a_forced_breaker_and_audits_it(
     row = CircuitBreaker.objects.get(tool="create_order")
     assert (row.state, row.forced, row.consecutive_failures) == ("closed", False, 0)
     assert (row.open_until, row.reason) == (None, "")
-    entry = LogEntry.objects.get()
-    assert (entry.user, entry.action_flag, entry.object_id) == (operator, CHANGE, str(row.pk))
-    assert entry.change_message == "Reset: open (forced) → closed; consecutive failures 4 → 0."
+    entry = BREAKERS.get()
+    assert (entry.actor, entry.action, entry.object_id) == (operator, "breaker.reset", row.tool)
+    assert entry.summary == "Reset: open (forced) → closed; consecutive failures 4 → 0."
     assert breaker.admit(registry.get("create_order")).allowed  # type: ignore[arg-type]
     page = operator_client.get("/console/health/").content.decode()
     assert "Breaker for create_order reset: closed, failure count cleared." in page
@@ -259,7 +264,7 @@ def test_it_resets_nothing_when_the_breaker_never_tripped(
 
     assert b"The breaker for create_order never tripped: nothing to reset." in response.content
     assert not CircuitBreaker.objects.exists()
-    assert not LogEntry.objects.exists()
+    assert not BREAKERS.exists()
 
 
 @pytest.mark.parametrize(
@@ -291,7 +296,7 @@ def test_it_rejects_bad_input_and_changes_nothing(
     order = page.split('id="health-create_order"')[1].split("</tr>")[0]
     assert message in order
     assert breaker_fields() == before
-    assert not LogEntry.objects.exists()
+    assert not BREAKERS.exists()
 
 
 @pytest.mark.parametrize("persona", ["reviewer", "support"])
@@ -308,7 +313,7 @@ def test_it_forbids_non_operators(
     assert response.status_code == 403
     assert b"Only operators may open or reset circuit breakers." in response.content
     assert breaker_fields() == before
-    assert not LogEntry.objects.exists()
+    assert not BREAKERS.exists()
 
 
 def test_it_forbids_outsiders_and_sends_anonymous_users_to_login(
@@ -329,7 +334,7 @@ def test_it_lets_a_superuser_force_and_reset(superuser: Any, console_catalog: An
     assert CircuitBreaker.objects.get().forced
     assert client.post(RESET).status_code == 302
     assert not CircuitBreaker.objects.get().forced
-    assert LogEntry.objects.filter(user=superuser).count() == 2
+    assert BREAKERS.filter(actor=superuser).count() == 2
 
 
 def test_it_answers_405_to_a_get_and_404_to_an_unknown_tool(
@@ -341,7 +346,7 @@ def test_it_answers_405_to_a_get_and_404_to_an_unknown_tool(
         "nope-minutes": "5", "nope-reason": "x"}).status_code == 404  # fmt: skip
     assert operator_client.post("/console/health/nope/reset/").status_code == 404
     assert not CircuitBreaker.objects.exists()
-    assert not LogEntry.objects.exists()
+    assert not BREAKERS.exists()
 
 
 def test_it_shows_operators_the_controls_for_every_tool(

@@ -7,12 +7,11 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from django.contrib.admin.models import LogEntry
 from django.test import Client
 
 from compensations.models import Compensation
 from tests.compensations.conftest import dead_letter
-from toolops.models import Agent, Run
+from toolops.models import Agent, AuditEntry, Run
 
 from .conftest import logged_in, make_call, make_run
 
@@ -63,9 +62,14 @@ def test_an_operator_aborts_with_a_reason_and_it_is_audited(
     assert (run.status, run.end_reason) == ("aborting", "customer called to cancel")
     assert Compensation.objects.get(run=run).status == "pending"
     delay.assert_called_once_with(run.pk)
-    entry = LogEntry.objects.get(object_id=str(run.pk), content_type__model="run")
-    assert entry.user == operator
-    assert "customer called to cancel" in entry.change_message
+    entry = AuditEntry.objects.get(action="run.abort", object_id=run.run_id)
+    assert (entry.actor, entry.object_url) == (operator, f"/console/runs/{run.pk}/")
+    assert "customer called to cancel" in entry.summary
+    assert entry.detail == {
+        "from": "running",
+        "to": "aborting",
+        "reason": "customer called to cancel",
+    }
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "x" * 2001])
@@ -77,7 +81,7 @@ def test_it_refuses_an_abort_without_a_sane_reason(operator: Any, run: Run, reas
     assert "Not aborted" in response.content.decode()
     run.refresh_from_db()
     assert run.status == "running"
-    assert not LogEntry.objects.exists()
+    assert not AuditEntry.objects.filter(action="run.abort").exists()
 
 
 def test_it_refuses_to_abort_a_completed_run(operator: Any, run: Run) -> None:

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.test import Client
 
-from toolops.models import ToolPolicy
+from toolops.models import AuditEntry, ToolPolicy
 from toolops.tools import registry
 
 from .conftest import logged_in
 
 pytestmark = pytest.mark.django_db
 
+POLICY_EDITS = AuditEntry.objects.filter(action="policy.edit")
 URL = "/console/tools/create_order/policy/"
 EMPTY = {
     "timeout_s": "", "max_attempts": "", "backoff_base_s": "", "backoff_cap_s": "",
@@ -66,11 +66,18 @@ def test_it_saves_an_operators_policy_and_audits_it(
     assert (policy.timeout_s, policy.max_attempts, policy.requires_approval) == (1.5, 5, False)
     assert policy.backoff_base_s is None and policy.approval_ttl_s is None  # catalog default
     assert policy.updated_by == operator
-    entry = LogEntry.objects.get()
-    assert (entry.user, entry.action_flag, entry.object_id) == (operator, ADDITION, str(policy.pk))
-    assert entry.content_type.model == "toolpolicy"
-    assert "timeout_s: default → 1.5" in entry.change_message
-    assert "max_attempts: default → 5" in entry.change_message
+    entry = POLICY_EDITS.get()
+    assert (entry.actor, entry.object_id, entry.detail["created"]) == (
+        operator,
+        "create_order",
+        True,
+    )
+    assert (entry.object_type, entry.object_url) == (
+        "policy",
+        "/console/tools/create_order/policy/",
+    )
+    assert "timeout_s: default → 1.5" in entry.summary
+    assert "max_attempts: default → 5" in entry.summary
     # The tools page shows it, marked as an override, and the note about when it applies.
     page = operator_client.get("/console/tools/").content.decode()
     assert "Policy for create_order saved. Changes apply within a few seconds" in page
@@ -99,9 +106,9 @@ def test_it_changes_an_existing_policy_and_clears_fields_back_to_default(
     assert response.status_code == 302
     policy = ToolPolicy.objects.get(tool="create_order")
     assert (policy.timeout_s, policy.max_attempts) == (None, 4)
-    entry = LogEntry.objects.get()
-    assert entry.action_flag == CHANGE
-    assert entry.change_message == "timeout_s: 1.0 → default"
+    entry = POLICY_EDITS.get()
+    assert entry.detail["created"] is False
+    assert entry.summary == "timeout_s: 1.0 → default"
 
 
 def test_it_saves_nothing_when_nothing_changed(shop: Any, operator_client: Client) -> None:
@@ -109,7 +116,7 @@ def test_it_saves_nothing_when_nothing_changed(shop: Any, operator_client: Clien
 
     assert b"Nothing changed" in response.content
     assert not ToolPolicy.objects.exists()
-    assert not LogEntry.objects.exists()
+    assert not POLICY_EDITS.exists()
 
 
 @pytest.mark.parametrize(
@@ -147,7 +154,7 @@ def test_it_rejects_bad_input_and_writes_nothing(
     assert message in page
     assert response.context["form"].errors[field]
     assert not ToolPolicy.objects.exists()
-    assert not LogEntry.objects.exists()
+    assert not POLICY_EDITS.exists()
 
 
 def test_it_sets_two_reviewers_for_a_tool(shop: Any, operator_client: Client) -> None:
@@ -174,7 +181,7 @@ def test_it_forbids_non_operators_to_edit(shop: Any, persona: str, request: Any)
 
     assert response.status_code == 403
     assert not ToolPolicy.objects.exists()
-    assert not LogEntry.objects.exists()
+    assert not POLICY_EDITS.exists()
 
 
 def test_it_lets_a_superuser_edit(shop: Any, superuser: Any) -> None:

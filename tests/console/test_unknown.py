@@ -6,17 +6,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.admin.models import CHANGE, LogEntry
 from django.test import Client
 from django.utils import timezone
 
 from toolops.executor import feedback
-from toolops.models import Agent, Run, ToolCall
+from toolops.models import Agent, AuditEntry, Run, ToolCall
 
 from .conftest import logged_in, make_attempt, make_call, make_run
 
 pytestmark = pytest.mark.django_db
 
+SETTLED = AuditEntry.objects.filter(action="call.settle")
 NOTE = "Found order o-77 in the shop admin under the client reference."
 
 
@@ -190,11 +190,15 @@ def test_it_settles_a_call_that_did_take_effect_and_audits_it(
     assert unknown.feedback == feedback.settled("create_order", succeeded=True)
     assert (unknown.error_class, unknown.error_reason, unknown.error_message) == ("", "", "")
     assert unknown.next_reconcile_at is None and unknown.finished_at is not None
-    entry = LogEntry.objects.get()
-    assert (entry.user, entry.action_flag, entry.object_id) == (operator, CHANGE, str(unknown.pk))
-    assert entry.content_type.model == "toolcall"
-    assert entry.object_repr == "create_order (tc-lost)"
-    assert entry.change_message == (
+    entry = SETTLED.get()
+    assert (entry.actor, entry.actor_username, entry.object_id) == (
+        operator,
+        "olga",
+        unknown.call_id,
+    )
+    assert (entry.object_type, entry.object_url) == ("call", f"/console/calls/{unknown.call_id}/")
+    assert entry.detail["succeeded"] is True and entry.detail["with_result"] is True
+    assert entry.summary == (
         f"Settled the unknown outcome by hand: did take effect (with a result). Note: {NOTE}"
     )
     # Back on the list: the message, and the call is gone from it.
@@ -217,7 +221,7 @@ def test_it_settles_a_call_that_did_not_take_effect(
     assert unknown.feedback == feedback.settled("create_order", succeeded=False)
     assert unknown.result is None
     assert (unknown.settled_by, unknown.settle_note) == (operator, "No order under ref-77.")
-    assert LogEntry.objects.get().change_message == (
+    assert SETTLED.get().summary == (
         "Settled the unknown outcome by hand: did not take effect. Note: No order under ref-77."
     )
 
@@ -229,7 +233,7 @@ def test_it_settles_as_took_effect_without_a_result(
 
     unknown.refresh_from_db()
     assert (unknown.status, unknown.result) == ("succeeded", None)
-    assert "(with a result)" not in LogEntry.objects.get().change_message
+    assert "(with a result)" not in SETTLED.get().summary
 
 
 def test_it_says_already_settled_and_overwrites_nothing(
@@ -254,7 +258,7 @@ def test_it_says_already_settled_and_overwrites_nothing(
     ) in response.content.decode()
     assert fields_of(unknown) == before
     assert unknown.settled_by == operator and unknown.settle_note == "first"
-    assert LogEntry.objects.count() == 1  # the first settlement only
+    assert SETTLED.count() == 1  # the first settlement only
 
 
 def test_it_says_already_settled_when_the_worker_got_there_first(
@@ -274,7 +278,7 @@ def test_it_says_already_settled_when_the_worker_got_there_first(
     assert b"was already settled" in response.content
     assert fields_of(unknown) == before
     assert unknown.settled_by is None
-    assert not LogEntry.objects.exists()
+    assert not SETTLED.exists()
 
 
 def test_it_shows_a_settled_call_without_a_form(
@@ -320,7 +324,7 @@ def test_it_rejects_bad_input_and_writes_nothing(
     assert "Nothing was settled" in page
     assert message in page
     assert fields_of(unknown) == before
-    assert not LogEntry.objects.exists()
+    assert not SETTLED.exists()
 
 
 @pytest.mark.parametrize("persona", ["reviewer", "support"])
@@ -334,7 +338,7 @@ def test_it_forbids_non_operators_to_settle(persona: str, request: Any, unknown:
     assert response.status_code == 403
     assert b"Only operators may settle unknown outcomes." in response.content
     assert fields_of(unknown) == before
-    assert not LogEntry.objects.exists()
+    assert not SETTLED.exists()
 
 
 def test_it_forbids_outsiders_and_sends_anonymous_users_to_login(
@@ -365,7 +369,7 @@ def test_it_answers_404_for_a_missing_call(operator_client: Client, console_cata
     )
 
     assert response.status_code == 404
-    assert not LogEntry.objects.exists()
+    assert not SETTLED.exists()
 
 
 def test_it_shows_who_settled_a_call_on_the_run_page(

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from mcp import Client
@@ -28,7 +27,7 @@ from tests.conftest import server_env
 from tests.worker import Worker
 from toolops.approvals.services import approvals_expire
 from toolops.demo import agent, reviewer, saga, scenario
-from toolops.models import Agent, Approval, CircuitBreaker, Run, ToolCall
+from toolops.models import Agent, Approval, AuditEntry, CircuitBreaker, Run, ToolCall
 from toolops.tasks import reconcile_unknown_calls
 
 from .launcher import (
@@ -306,7 +305,9 @@ def check_scripted_reviewer(lines: dict[str, str], runs: dict[str, Run], person:
         )  # fmt: skip
         [vote] = approval.votes.all()
         assert (vote.reviewer, vote.decision) == (person, "approve")
-        assert LogEntry.objects.filter(user=person, object_id=str(approval.pk)).exists()
+        assert AuditEntry.objects.filter(
+            actor=person, action="approval.decide", object_id=approval.approval_id
+        ).exists()
     # Every approval of an auto-reviewed run was approved, and by the script only.
     auto = Approval.objects.filter(run__metadata__demo_reviewer="auto")
     assert auto.count() == 13

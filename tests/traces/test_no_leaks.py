@@ -39,12 +39,14 @@ from toolops.approvals.services import approval_decide
 from toolops.executor.execution import Execution
 from toolops.executor.pipeline import recover_stale_claim
 from toolops.executor.settle import call_reconcile
-from toolops.models import Approval, IdempotencyRecord, Run, ToolCall
+from toolops.models import Approval, AuditEntry, IdempotencyRecord, Run, ToolCall
 from toolops.tasks import execute_approved_call
-from traces.models import FullArgsRead, SealedArgs
+from traces.models import SealedArgs
 from traces.sensitive import RedactingFilter
 
 pytestmark = pytest.mark.django_db
+
+READS = AuditEntry.objects.filter(action="full_args.read")
 
 PROFILE = {
     **SENSITIVE_ARGS,
@@ -176,7 +178,7 @@ def test_nothing_sensitive_is_stored_shown_or_logged_and_the_agent_gets_its_resu
         assert not leaks(page.content.decode()), page.request["PATH_INFO"]
     assert "[redacted" in pages[0].content.decode()
     # The reviewer looked at the held call's full args: audited.
-    assert FullArgsRead.objects.filter(purpose="approval", call_ref=held["call_id"]).count() == 1
+    assert READS.filter(detail__purpose="approval", object_id=held["call_id"]).count() == 1
 
 
 def test_a_result_failing_its_schema_does_not_quote_its_secrets(api: APIClient, echo: Echo) -> None:
@@ -290,8 +292,8 @@ def test_an_approved_call_sends_the_full_args_the_reviewer_saw(
     # The reviewer judges what would be sent: the full args, audited.
     assert CARD in page and EMAIL in page and API_KEY in page
     assert "your look is audited" in page
-    read = FullArgsRead.objects.get(call_ref=held["call_id"])
-    assert read.purpose == "approval" and read.user == reviewer
+    read = READS.get(object_id=held["call_id"])
+    assert read.detail["purpose"] == "approval" and read.actor == reviewer
     approval = Approval.objects.get(approval_id=held["approval"]["approval_id"])
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
         approval_decide(approval=approval, by=reviewer, approve=True,
@@ -305,7 +307,7 @@ def test_an_approved_call_sends_the_full_args_the_reviewer_saw(
     # Decided, the page shows the call redacted like any other, and audits nothing more.
     page = logged_in(reviewer).get(held["approval"]["url"]).content.decode()
     assert not leaks(page)
-    assert FullArgsRead.objects.count() == 1
+    assert READS.count() == 1
 
 
 def test_an_undo_is_mapped_from_the_full_args_and_result(api: APIClient, echo: Echo) -> None:

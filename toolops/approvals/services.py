@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from toolops import live
 from toolops.approvals.models import Approval, ApprovalVote
+from toolops.audit.services import Action, audit_record
 from toolops.models import Run, ToolCall
 from traces import services as traces
 
@@ -176,10 +177,6 @@ def _refusal(
 
 
 def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: str) -> None:
-    from django.contrib.admin.models import CHANGE
-
-    from toolops.services import audit
-
     decision = ApprovalVote.Decision.APPROVE if approve else ApprovalVote.Decision.REJECT
     # unique(approval, reviewer) backs the check above against a double submit.
     ApprovalVote.objects.create(
@@ -187,8 +184,11 @@ def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: st
         args_hash=approval.args_hash,
     )  # fmt: skip
     said = f": {note}" if note else ""
-    audit(by=by, obj=approval, flag=CHANGE,
-          message=f"{decision} (args {approval.args_hash[:12]}…){said}")  # fmt: skip
+    audit_record(
+        actor=by, action=Action.APPROVAL_DECIDE, obj=approval,
+        detail={"decision": decision, "args_hash": approval.args_hash, "note": note},
+        summary=f"{decision} (args {approval.args_hash[:12]}…){said}",
+    )  # fmt: skip
     if not approve:
         _end(approval, AS.REJECTED, by=by, note=note)
     elif (

@@ -238,7 +238,7 @@ def test_it_shows_the_call_in_plain_words_with_ids_and_buttons(
 
 # session, user, the user's groups, the approval with its call, run, agent, duplicate and
 # decider, its votes, the earlier steps, the nav's three counts, and the audit of the
-# reviewer's look at the held call's full args (traces.FullArgsRead).
+# reviewer's look at the held call's full args (an audit entry, toolops/audit/).
 PAGE_QUERIES = 10
 
 

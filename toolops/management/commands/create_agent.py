@@ -1,11 +1,20 @@
 from __future__ import annotations
 
+import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from toolops.models import Agent
 from toolops.services import agent_create
+
+
+def _who() -> str:
+    """The shell's user, for the audit log: a command has no console login."""
+    try:
+        return f" (OS user {getpass.getuser()})"
+    except (OSError, KeyError):
+        return ""
 
 
 class Command(BaseCommand):
@@ -25,6 +34,8 @@ class Command(BaseCommand):
             raise CommandError("--rate-limit must be at least 1 request per minute.")
         if Agent.objects.filter(name=name).exists():
             raise CommandError(f"An agent named {name!r} already exists.")
-        agent, token = agent_create(name=name, rate_limit_per_minute=rate_limit)
+        agent, token = agent_create(
+            name=name, rate_limit_per_minute=rate_limit, via=f"manage.py create_agent{_who()}"
+        )
         self.stdout.write(f"Created agent {agent.name}. Its token is shown once; store it now:")
         self.stdout.write(token)
