@@ -28,8 +28,10 @@ class SealedArgs(models.Model):
 
 
 class FullArgsRead(models.Model):
-    """One look at a call's full (unredacted) args and result by a person: every read is
-    audited (DESIGN.md "Tracing")."""
+    """One look at a call's full (unredacted) args and result by a person, as recorded
+    before the one audit log (toolops/audit/), which records every look now: no longer
+    written (migration toolops 0012 copied the rows into the log). Kept for the rows, and
+    because `traces.view_full_args`, granted to people and groups, is defined here."""
 
     class Purpose(models.TextChoices):
         CONSOLE = "console", "console (view_full_args)"

@@ -18,8 +18,10 @@ Past retention, and deleted:
 - a replay count of a minute more than N days ago;
 - a sealed args row created more than N days ago that no call (by `call_id`) and no
   compensation (by `key`) refers to any more.
-Kept: who read full args (FullArgsRead). An audit trail outlives the spans it is about;
-its `call_ref` still names the call.
+Kept, never purged: the audit log (toolops/audit/: every human action, including who read
+full args) and the FullArgsRead rows recorded before it. An audit trail outlives the
+spans it is about: an entry names its object as text (its id and console link), never by
+a foreign key that a purge could cascade through.
 
 Every batch is one short transaction (a single DELETE, or for runs one lock-and-delete),
 so the purge never holds locks for long; a run of the purge stops starting batches when

@@ -5,7 +5,7 @@ The resilience scenarios (a lost response, a charge that times out, a saga undon
 create_order and charge, which wait for a person since the approval gate is enforced.
 Their runs carry that metadata so that they still run through; the approval scenarios'
 runs do not, and wait for a person in the console. The decision goes through
-`approval_decide`, as a person's does: it is a vote, an admin log entry, and the worker
+`approval_decide`, as a person's does: it is a vote, an audit entry, and the worker
 executes the approved call.
 
 It runs as a process of its own, started by `manage.py demo` next to the web server and

@@ -3,7 +3,7 @@
 Everywhere else the console shows args, results and errors redacted. This page is for
 the few who need the real values (a support engineer reproducing a failed call): it needs
 the permission `traces.view_full_args` (superusers have it), and every look is audited
-as a FullArgsRead. It is never cached by the browser."""
+(an audit entry `full_args.read`, toolops/audit/). It is never cached by the browser."""
 
 from __future__ import annotations
 
