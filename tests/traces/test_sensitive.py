@@ -76,8 +76,10 @@ def test_it_leaves_empty_values_and_ordinary_keys_alone() -> None:
         # Card-shaped only: real test numbers, grouped in 4s, 4-6-5 or whole…
         ("5500-0000-0000-0004", CARD_MARK),
         ("3782 822463 10005", CARD_MARK),
-        ('{"pay": "4111111111111111", "at": 1733100000004}',
-         f'{{"pay": "{CARD_MARK}", "at": 1733100000004}}'),  # fmt: skip
+        (
+            '{"pay": "4111111111111111", "at": 1733100000004}',
+            f'{{"pay": "{CARD_MARK}", "at": 1733100000004}}',
+        ),  # fmt: skip
         # …never a Luhn-valid float, timing, id or timestamp.
         ("0.0111896789999262", "0.0111896789999262"),
         ("succeeded in 0.0111896789999262s", "succeeded in 0.0111896789999262s"),
