@@ -42,8 +42,10 @@ class RunEndingConflict(Exception):
     pass
 
 
-def agent_create(*, name: str, rate_limit_per_minute: int | None = None) -> tuple[Agent, str]:
-    agent = Agent(name=name, rate_limit_per_minute=rate_limit_per_minute)
+def agent_create(
+    *, name: str, rate_limit_per_minute: int | None = None, owner: Any = None
+) -> tuple[Agent, str]:
+    agent = Agent(name=name, rate_limit_per_minute=rate_limit_per_minute, owner=owner)
     token = agent.set_new_token()
     agent.save()
     return agent, token
