@@ -152,10 +152,30 @@ def _instrument() -> None:
     instrumentors = {
         "django": DjangoInstrumentor, "celery": CeleryInstrumentor, "urllib3": URLLib3Instrumentor,
     }  # fmt: skip
+    hooks: dict[str, dict[str, Any]] = {"django": {"request_hook": _without_query}}
     for name, kind in instrumentors.items():
         instrumentor = kind()
         if name not in off and not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument(tracer_provider=_provider)
+            instrumentor.instrument(tracer_provider=_provider, **hooks.get(name, {}))
+
+
+# The URL attributes of a server span that hold the query string.
+_URL_WITH_QUERY = ("http.target", "http.url", "url.full")
+
+
+def _without_query(span: Any, request: Any) -> None:
+    """A console page's span keeps its path, never its query: a search names what a person
+    looked for (an idempotency key, a customer's e-mail address), and a reader of the
+    collector must not learn it there either."""
+    if not request.META.get("QUERY_STRING") or not span.is_recording():
+        return
+    attributes = getattr(span, "attributes", None) or {}
+    for name in _URL_WITH_QUERY:
+        value = attributes.get(name)
+        if isinstance(value, str) and "?" in value:
+            span.set_attribute(name, value.partition("?")[0])
+    if attributes.get("url.query"):
+        span.set_attribute("url.query", "")
 
 
 def exporting() -> bool:

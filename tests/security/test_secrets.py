@@ -4,7 +4,8 @@ The idempotency key is a plain SHA-256 of the run, step, tool and canonical args
 reader who sees it can hash guesses at a redacted value (an e-mail address plus a
 message's fixed text) until one matches. Spans carry an HMAC of it under a server key,
 and none when the args had anything redacted. The downstream still receives the real key
-(API.md: `Idempotency-Key` is always sent), and the console still finds a run by it.
+(API.md: `Idempotency-Key` is always sent), and the console still finds a run by it —
+without the search's query going out in the console page's own span.
 
 Logs go through a filter that redacts card numbers: card-shaped ones only, not a task's
 runtime that happens to pass the Luhn check."""
@@ -20,12 +21,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rest_framework.test import APIClient
 
 from tests.conftest import ROOT, Shop, server_env
-from tests.console.conftest import logged_in, make_user
+from tests.console.conftest import PASSWORD, logged_in, make_user
 from tests.toolops.api.helpers import body, create_run, post_call
 from toolops.executor.canonical import canonical_json, normalize
 from toolops.executor.keys import idempotency_key
@@ -181,3 +183,31 @@ def test_a_worker_process_logs_runtimes_whole_and_cards_redacted() -> None:
     assert f"succeeded in {RUNTIME}s" in done.stderr
     assert CARD not in done.stderr and CARD_MARK in done.stderr
     assert "1733100000004" in done.stderr
+
+
+def test_a_console_search_for_an_idempotency_key_is_not_exported_in_the_pages_span(
+    toolops_server: Any, otlp_http: Any, api: APIClient, shop: Shop, django_user_model: Any
+) -> None:
+    create_run(api)
+    done = body(post_call(api, step_index=0, tool="reserve_stock", args=RESERVE))
+    key = ToolCall.objects.get(call_id=done["call_id"]).idempotency_key
+    make_user(django_user_model, "olga", "operators")
+    server = toolops_server(OTEL_EXPORTER_OTLP_ENDPOINT=otlp_http.url,
+                            OTEL_BSP_SCHEDULE_DELAY="50")  # fmt: skip
+
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        login = browser.get("/console/login/")
+        browser.post("/console/login/", data={
+            "username": "olga", "password": PASSWORD,
+            "csrfmiddlewaretoken": login.cookies["csrftoken"],
+        })  # fmt: skip
+        found = browser.get("/console/search/", params={"q": key})
+    assert found.status_code == 302  # it still finds the run
+
+    def searched(spans: list[Any]) -> bool:
+        return any("search" in s["name"] for s in spans if s["kind"] == 2)
+
+    spans = otlp_http.wait_for(searched)
+    [search] = [s for s in spans if s["kind"] == 2 and "search" in s["name"]]
+    assert key not in repr(spans)
+    assert any("/console/search/" in str(v) for v in search["attributes"].values())
