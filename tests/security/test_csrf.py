@@ -209,3 +209,16 @@ def test_with_its_token_the_same_post_changes_something(
 
     assert response.status_code in (200, 302), response.content[:500]
     assert snapshot(browser) != before
+
+
+def test_a_forged_post_to_the_admin_is_refused_too(world: World, superuser: Any) -> None:
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(superuser)
+    assert browser.get("/admin/").status_code == 200
+    page = f"/admin/toolops/agent/{world.agent.pk}/change/"
+
+    response = browser.post(page, {"name": "hijacked", "rate_limit_per_minute": "1"})
+
+    assert response.status_code == 403
+    world.agent.refresh_from_db()
+    assert (world.agent.name, world.agent.is_active) == ("agent-a", True)
