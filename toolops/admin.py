@@ -53,7 +53,8 @@ class AgentAdmin(admin.ModelAdmin):
     # Tokens are never stored; even their hash stays read-only. A new agent and its token
     # come from `manage.py create_agent NAME`, which prints the token once.
     fields = (
-        "name", "is_active", "rate_limit_per_minute", "token_hint", "token_hash", "created_at",
+        "name", "owner", "is_active", "rate_limit_per_minute", "token_hint", "token_hash",
+        "created_at",
     )  # fmt: skip
     readonly_fields = ("token_hint", "token_hash", "created_at")
 

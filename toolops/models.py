@@ -32,6 +32,12 @@ class Agent(models.Model):
         null=True, blank=True, help_text="Requests per minute; empty means no limit."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # The person answerable for the agent. Separation of duties: they may not approve its
+    # calls (approvals/services.py), as an author may not approve their own change.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="agents", help_text="Who runs this agent; they cannot approve its calls.",
+    )  # fmt: skip
 
     # DRF treats whatever authentication returns as request.user.
     is_authenticated = True

@@ -42,11 +42,17 @@ class RunEndingConflict(Exception):
 
 
 def agent_create(
-    *, name: str, rate_limit_per_minute: int | None = None, by: Any = None, via: str = ""
+    *,
+    name: str,
+    rate_limit_per_minute: int | None = None,
+    owner: Any = None,
+    by: Any = None,
+    via: str = "",
 ) -> tuple[Agent, str]:
     """A new agent and its token (returned once, never stored), audited together. `by`:
-    the person, None from a shell; `via`: what made it (e.g. "manage.py create_agent")."""
-    agent = Agent(name=name, rate_limit_per_minute=rate_limit_per_minute)
+    the person, None from a shell; `via`: what made it (e.g. "manage.py create_agent");
+    `owner`: the person the agent acts for, who may not approve its calls."""
+    agent = Agent(name=name, rate_limit_per_minute=rate_limit_per_minute, owner=owner)
     token = agent.set_new_token()
     with transaction.atomic():
         agent.save()

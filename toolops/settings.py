@@ -370,6 +370,9 @@ TOOLOPS_DEFAULT_MAX_SECONDS = envint("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", None)
 TOOLOPS_DEFAULT_MAX_TOKENS = envint("TOOLOPS_DEFAULT_RUN_MAX_TOKENS", None)
 # /metrics is open unless this is set; then a scraper sends `Authorization: Bearer <it>`.
 TOOLOPS_METRICS_TOKEN = os.getenv("TOOLOPS_METRICS_TOKEN", "").strip()
+# Spans carry an HMAC of a call's idempotency key under this key, never the key itself
+# (traces/otel.py); unset, a key derived from SECRET_KEY under a label of its own.
+TOOLOPS_SPAN_KEY = os.getenv("TOOLOPS_SPAN_KEY", "")
 # The keys that seal full args and results at rest (traces/vault.py): the first encrypts,
 # every one decrypts; rotate with `manage.py rotate_args_keys`.
 TOOLOPS_ARGS_KEYS = args_keys(DATA_DIR)

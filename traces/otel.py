@@ -16,13 +16,24 @@ ToolOps' own spans (a call and its attempts) are built from the rows it stores, 
 ids it already sent downstream in `traceparent` (spans.py); Django, Celery and urllib3
 are instrumented through the same tracer provider. The executor's own requests are kept
 out of the urllib3 instrumentation (transport.py): the attempt span is their client span,
-and a second one would double it and overwrite the `traceparent` it names."""
+and a second one would double it and overwrite the `traceparent` it names.
+
+A call's idempotency key is a plain SHA-256 of its run, step, tool and canonical args:
+whoever reads the collector could confirm a guess at the args with it, a redacted value
+included. So a span carries `toolops.idempotency_key_hmac` instead, an HMAC-SHA256 of
+the key under a server key (`key_hmac`), which still joins the spans of one key (a
+call, its replays, a retried request), and carries none when the call's args had
+anything redacted: a leaked server key must not turn years of stored spans into an
+oracle for redacted values."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import os
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,6 +42,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SERVICE_NAME = "toolops"
 PROTOCOLS = ("http/protobuf", "grpc")
+# Domain separation: the span key derived from SECRET_KEY is unrelated to every other
+# use of it (sessions, CSRF, signing), and a TOOLOPS_SPAN_KEY reused elsewhere is too.
+SPAN_KEY_LABEL = b"toolops/span-idempotency-key/v1"
 
 _processors: list[Any] = []
 _provider: Any = None
@@ -138,10 +152,30 @@ def _instrument() -> None:
     instrumentors = {
         "django": DjangoInstrumentor, "celery": CeleryInstrumentor, "urllib3": URLLib3Instrumentor,
     }  # fmt: skip
+    hooks: dict[str, dict[str, Any]] = {"django": {"request_hook": _without_query}}
     for name, kind in instrumentors.items():
         instrumentor = kind()
         if name not in off and not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument(tracer_provider=_provider)
+            instrumentor.instrument(tracer_provider=_provider, **hooks.get(name, {}))
+
+
+# The URL attributes of a server span that hold the query string.
+_URL_WITH_QUERY = ("http.target", "http.url", "url.full")
+
+
+def _without_query(span: Any, request: Any) -> None:
+    """A console page's span keeps its path, never its query: a search names what a person
+    looked for (an idempotency key, a customer's e-mail address), and a reader of the
+    collector must not learn it there either."""
+    if not request.META.get("QUERY_STRING") or not span.is_recording():
+        return
+    attributes = getattr(span, "attributes", None) or {}
+    for name in _URL_WITH_QUERY:
+        value = attributes.get(name)
+        if isinstance(value, str) and "?" in value:
+            span.set_attribute(name, value.partition("?")[0])
+    if attributes.get("url.query"):
+        span.set_attribute("url.query", "")
 
 
 def exporting() -> bool:
@@ -174,3 +208,21 @@ def reset_for_tests() -> None:
         processor.shutdown()
     _processors.clear()
     _provider = _resource = _scope = None
+
+
+@lru_cache(maxsize=4)
+def _span_key(secret: str) -> bytes:
+    # One HMAC under the secret with a fixed label is a KDF in its own right (HKDF's
+    # expand step with one block; NIST SP 800-108): the secret is already a random key,
+    # so HKDF's extract step would add nothing, and this needs nothing beyond hmac.
+    return hmac.new(secret.encode(), SPAN_KEY_LABEL, hashlib.sha256).digest()
+
+
+def key_hmac(key: str) -> str:
+    """What a span says of an idempotency key: HMAC-SHA256 of it under TOOLOPS_SPAN_KEY
+    (or, unset, DJANGO_SECRET_KEY), each derived under SPAN_KEY_LABEL. The same key
+    gives the same value in every process that shares the setting."""
+    from django.conf import settings
+
+    secret = settings.TOOLOPS_SPAN_KEY or settings.SECRET_KEY
+    return hmac.new(_span_key(secret), key.encode(), hashlib.sha256).hexdigest()

@@ -7,8 +7,8 @@ same spans from the same rows, so the stored and the exported trace are one, wit
 ids the downstream saw. Attribute names follow the GenAI conventions for tool execution
 (`gen_ai.*`), the HTTP client conventions for attempts, and `toolops.*` for the rest.
 
-No args, results or messages are exported: a span carries the args hash, and the
-failure as `error.type` (the reason, a fixed word)."""
+No args, results or messages are exported: a span carries the args hash, an HMAC of the
+idempotency key (otel.py), and the failure as `error.type` (the reason, a fixed word)."""
 
 from __future__ import annotations
 
@@ -140,6 +140,7 @@ def _call_span(
     ok = call.status == ToolCall.Status.SUCCEEDED
     spec = registry.get(call.tool)
     tool = call.tool if spec is not None else UNKNOWN_TOOL
+    redacted = args_redacted(call)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -149,11 +150,13 @@ def _call_span(
         "toolops.step_index": call.step_index,
         "toolops.status": call.status,
         "toolops.replayed": replayed,
-        "toolops.args_hash": args_hash(call),
+        "toolops.args_hash": args_hash(call, redacted=redacted),
         "toolops.attempts": call.attempts,
     }
-    if call.idempotency_key and (spec is None or not spec.is_read):
-        attributes["toolops.idempotency_key"] = call.idempotency_key
+    # Never the key itself: a plain hash of the args (otel.key_hmac). None when the args
+    # had anything redacted.
+    if call.idempotency_key and (spec is None or not spec.is_read) and not redacted:
+        attributes["toolops.idempotency_key_hmac"] = otel.key_hmac(call.idempotency_key)
     if call.role == ToolCall.Role.UNDO:
         attributes["toolops.role"] = "compensation"
     status = o.OK if ok else o.ERROR
@@ -227,11 +230,11 @@ def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -
     return spans
 
 
-def args_hash(call: ToolCall) -> str:
+def args_hash(call: ToolCall, *, redacted: bool | None = None) -> str:
     """The args hash a span carries: the call's own when its args held nothing sensitive;
     else a hash of the redacted args, so that a collector's data cannot confirm a guess
     at a redacted value (an e-mail plus fixed text is small enough to guess)."""
-    if not args_redacted(call):
+    if not (args_redacted(call) if redacted is None else redacted):
         return call.args_digest
     stored = json.dumps(call.args, sort_keys=True, separators=(",", ":"), default=str)
     return "redacted:" + hashlib.sha256(stored.encode()).hexdigest()

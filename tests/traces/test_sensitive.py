@@ -73,6 +73,21 @@ def test_it_leaves_empty_values_and_ordinary_keys_alone() -> None:
         ("call 555-0100 or 12 34", "call 555-0100 or 12 34"),
         ("41111111111111111111111", "41111111111111111111111"),
         ("no at-sign@here", "no at-sign@here"),
+        # Card-shaped only: real test numbers, grouped in 4s, 4-6-5 or whole…
+        ("5500-0000-0000-0004", CARD_MARK),
+        ("3782 822463 10005", CARD_MARK),
+        (
+            '{"pay": "4111111111111111", "at": 1733100000004}',
+            f'{{"pay": "{CARD_MARK}", "at": 1733100000004}}',
+        ),  # fmt: skip
+        # …never a Luhn-valid float, timing, id or timestamp.
+        ("0.0111896789999262", "0.0111896789999262"),
+        ("succeeded in 0.0111896789999262s", "succeeded in 0.0111896789999262s"),
+        ("4111111111111111.5", "4111111111111111.5"),
+        ("trace ab4111111111111111cdef0123456789", "trace ab4111111111111111cdef0123456789"),
+        ("at 1733100000004 ms", "at 1733100000004 ms"),
+        ("4111 1111 1111 111", "4111 1111 1111 111"),
+        ("41111 1111 1111 1111", "41111 1111 1111 1111"),
     ],
 )
 def test_it_scrubs_emails_and_card_numbers_inside_strings(text: str, expected: str) -> None:

@@ -18,6 +18,7 @@ from tests.otlp import Receiver
 from tests.worker import Worker, wait_for
 from toolops.approvals.services import approval_decide
 from toolops.models import Approval, Run, ToolCall
+from traces import otel
 
 RESERVE = {"sku": "A12", "qty": 1}
 AGENT_SPAN = "a1b2c3d4e5f60718"
@@ -96,7 +97,7 @@ def test_a_call_retried_twice_is_one_call_span_with_three_attempt_spans(
         "toolops.status": "succeeded",
         "toolops.replayed": False,
         "toolops.args_hash": row.args_digest,
-        "toolops.idempotency_key": row.idempotency_key,
+        "toolops.idempotency_key_hmac": otel.key_hmac(row.idempotency_key),
         "toolops.attempts": 3,
     }
     assert call_span["status"] == 1  # OK
@@ -155,7 +156,7 @@ def test_a_failed_call_span_is_an_error_and_a_foreign_traceparent_is_not_its_par
     assert call_span["parent_span_id"] == ""
     assert call_span["status"] == 2  # ERROR
     assert call_span["attributes"]["error.type"] == "downstream_error"
-    assert "toolops.idempotency_key" not in call_span["attributes"]  # a read
+    assert "toolops.idempotency_key_hmac" not in call_span["attributes"]  # a read
     [attempt] = [s for s in spans if s is not call_span]
     assert attempt["attributes"]["toolops.failure_class"] == "fatal"
 

@@ -131,7 +131,8 @@ def approval_decide(
     *, approval: Approval, by: AbstractBaseUser, approve: bool, note: str, args_hash: str
 ) -> Approval:
     """One reviewer's decision. Raises DecisionRefused when it was decided already (saying
-    by whom), has expired, was shown with other args, or this reviewer already approved."""
+    by whom), has expired, was shown with other args, this reviewer already decided, or
+    would approve a call of an agent they own."""
     note = note.strip()
     if not approve and not note:
         raise DecisionRefused("A note is required to reject: tell the agent why.")
@@ -166,6 +167,13 @@ def _refusal(
             "The call's args are not the ones you were shown; reload the page and decide "
             "on what it asks now."
         )
+    if approve and _owns_agent(approval, by):
+        # Separation of duties: whoever runs an agent may stop its calls, never wave them
+        # through; another reviewer decides.
+        return (
+            "You cannot approve calls made by your own agent: another reviewer must decide "
+            "(you may still reject it)."
+        )
     earlier = approval.votes.filter(reviewer=by).first()
     if earlier is not None:
         # One vote per reviewer: a second reviewer decides from here (two-reviewer tools).
@@ -174,6 +182,10 @@ def _refusal(
             "it needs another reviewer."
         )
     return None
+
+
+def _owns_agent(approval: Approval, user: AbstractBaseUser) -> bool:
+    return Run.objects.filter(pk=approval.run_id, agent__owner_id=user.pk).exists()
 
 
 def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: str) -> None:

@@ -159,6 +159,7 @@ def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
         # refuses it if the approval holds other args by then.
         form=DecisionForm(initial={"args_hash": approval.args_hash}),
         decidable=approval.status == Approval.Status.PENDING and call is not None,
+        own_agent=approval.run.agent.owner_id == request.user.pk,
     )
     return render(request, "approvals/approval.html", page_context(request, "approvals", **ctx))
 

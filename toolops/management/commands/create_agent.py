@@ -25,8 +25,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--rate-limit", type=int, default=None, help="Requests per minute (default: none)."
         )
+        parser.add_argument(
+            "--owner", default=None,
+            help="Username of the person who runs the agent: they cannot approve its calls.",
+        )  # fmt: skip
 
-    def handle(self, *args: Any, name: str, rate_limit: int | None, **options: Any) -> None:
+    def handle(
+        self, *args: Any, name: str, rate_limit: int | None, owner: str | None, **options: Any
+    ) -> None:
         name = name.strip()
         if not name or len(name) > 128:
             raise CommandError("NAME must be 1–128 characters.")
@@ -34,8 +40,21 @@ class Command(BaseCommand):
             raise CommandError("--rate-limit must be at least 1 request per minute.")
         if Agent.objects.filter(name=name).exists():
             raise CommandError(f"An agent named {name!r} already exists.")
+        person = _person(owner) if owner is not None else None
         agent, token = agent_create(
-            name=name, rate_limit_per_minute=rate_limit, via=f"manage.py create_agent{_who()}"
+            name=name,
+            rate_limit_per_minute=rate_limit,
+            owner=person,
+            via=f"manage.py create_agent{_who()}",
         )
         self.stdout.write(f"Created agent {agent.name}. Its token is shown once; store it now:")
         self.stdout.write(token)
+
+
+def _person(username: str) -> Any:
+    from django.contrib.auth import get_user_model
+
+    person = get_user_model().objects.filter(username=username).first()
+    if person is None:
+        raise CommandError(f"--owner: no user named {username!r}.")
+    return person
