@@ -32,6 +32,9 @@ class Agent(models.Model):
         null=True, blank=True, help_text="Requests per minute; empty means no limit."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # The last request with its token, to the minute (toolops/api/auth.py writes it at
+    # most once a minute): a token nobody uses any more is one to revoke.
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     # DRF treats whatever authentication returns as request.user.
     is_authenticated = True

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 from django.http import Http404
 
 from toolops.models import ToolCall
-from toolops.permissions import can_edit_policies, can_review, can_work_tickets, role_label
+from toolops.permissions import (
+    can_edit_policies,
+    can_review,
+    can_unlock_logins,
+    can_work_tickets,
+    role_label,
+)
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.spec import ToolSpec
@@ -77,6 +83,7 @@ def page_context(request: HttpRequest, nav: str, **ctx: Any) -> dict[str, Any]:
         "can_edit_policies": can_edit_policies(request.user),
         "can_work_tickets": can_work_tickets(request.user),
         "can_review": can_review(request.user),
+        "can_unlock_logins": can_unlock_logins(request.user),
         **{name: count() for name, count in NAV_COUNTS.items()},
         **ctx,
     }

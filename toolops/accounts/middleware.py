@@ -1,0 +1,81 @@
+"""Console session rules: a session ends after SESSION_COOKIE_AGE idle (8 hours), and
+with TOOLOPS_REQUIRE_2FA, reviewers and superusers enrol a second factor before anything
+else opens.
+
+Only console and admin requests pass through here: the executor API has its own short
+middleware chain (toolops/api/middleware.py) and never reads a session."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import HttpResponseRedirect
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest, HttpResponse
+
+TOUCHED_KEY = "toolops_touched"
+# Sliding the expiry costs a session write; once a minute is precise enough for 8 hours.
+TOUCH_EVERY_S = 60
+
+ENROL_PATH = "/console/account/two-factor/"
+# What an account that must enrol may still open: enrolment itself, and the way out.
+OPEN_BEFORE_ENROL = (ENROL_PATH, "/console/logout/", "/console/login/", "/admin/logout/")
+GATED_PREFIXES = ("/console/", "/admin/")
+
+
+def is_person_activity(request: HttpRequest) -> bool:
+    """A live region fetching itself (an htmx GET) is the page, not the person: a tab left
+    open must not keep its session alive for ever."""
+    return not (request.method == "GET" and request.headers.get("HX-Request") == "true")
+
+
+class IdleSessionMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        session = getattr(request, "session", None)
+        if session is not None and request.user.is_authenticated and is_person_activity(request):
+            now = int(time.time())
+            # Writing the stamp marks the session modified: SessionMiddleware saves it with
+            # a fresh expiry (SESSION_COOKIE_AGE from now) and sends the cookie again.
+            if now - int(session.get(TOUCHED_KEY, 0)) >= TOUCH_EVERY_S:
+                session[TOUCHED_KEY] = now
+        return self.get_response(request)
+
+
+def requires_two_factor(user: object) -> bool:
+    """TOOLOPS_REQUIRE_2FA: reviewers (who approve charges) and superusers."""
+    from toolops.permissions import REVIEWERS, group_names
+
+    if not settings.TOOLOPS_REQUIRE_2FA:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return REVIEWERS in group_names(user)  # type: ignore[arg-type]
+
+
+class TwoFactorMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if settings.TOOLOPS_REQUIRE_2FA and self._must_enrol(request):
+            query = urlencode({"next": request.get_full_path()})
+            return HttpResponseRedirect(f"{ENROL_PATH}?{query}")
+        return self.get_response(request)
+
+    @staticmethod
+    def _must_enrol(request: HttpRequest) -> bool:
+        path = request.path
+        if not path.startswith(GATED_PREFIXES) or path.startswith(OPEN_BEFORE_ENROL):
+            return False
+        user = request.user
+        if not user.is_authenticated or user.is_verified():  # type: ignore[union-attr]
+            return False
+        return requires_two_factor(user)
