@@ -98,6 +98,18 @@ def test_a_wrong_code_is_refused(rita_device: TOTPDevice) -> None:
     assert "_auth_user_id" not in client.session
 
 
+def test_it_pauses_after_a_wrong_code(rita_device: TOTPDevice) -> None:
+    client = Client()
+    password_step(client)
+    client.post("/console/login/code/", {"code": wrong_code(rita_device)})
+
+    # Within the pause even the right code is not checked (nor counted as a failure).
+    response = client.post("/console/login/code/", {"code": code_for(rita_device)})
+
+    assert "Too many wrong codes: wait" in response.text
+    assert "_auth_user_id" not in client.session
+
+
 def test_a_code_is_good_once(rita_device: TOTPDevice) -> None:
     code = code_for(rita_device)
     first = Client()

@@ -7,12 +7,14 @@ view ever sees a user who has given only the password."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth import login as auth_login
 from django.db import transaction
+from django.utils import timezone
 from django_otp import login as otp_login
 from django_otp import verify_token
 from django_otp.plugins.otp_totp.models import TOTPDevice
@@ -28,6 +30,15 @@ DEVICE_NAME = "console"
 
 def confirmed_device(user: Any) -> TOTPDevice | None:
     return TOTPDevice.objects.filter(user=user, confirmed=True).order_by("pk").first()
+
+
+def throttle_wait(device: TOTPDevice) -> int:
+    """Seconds before `device` checks another code: django-otp doubles the pause after each
+    wrong code (1, 2, 4 … s), so codes cannot be tried at the speed of requests."""
+    allowed, data = device.verify_is_allowed()
+    if allowed or not data or "locked_until" not in data:
+        return 0
+    return max(1, math.ceil((data["locked_until"] - timezone.now()).total_seconds()))
 
 
 def pending_start(request: HttpRequest, *, user: Any, next_url: str) -> None:

@@ -61,7 +61,11 @@ def login_code(request: HtmxHttpRequest) -> HttpResponse:
         request.axes_credentials = credentials  # type: ignore[attr-defined]
         return lockout_response(request, credentials=credentials)
     form = CodeForm(request.POST or None)
-    if request.method == "POST":
+    device = twofactor.confirmed_device(user)
+    wait = twofactor.throttle_wait(device) if device is not None else 0
+    if request.method == "POST" and wait:
+        form.add_error(None, f"Too many wrong codes: wait {wait} s, then enter the code.")
+    elif request.method == "POST":
         if form.is_valid() and twofactor.pending_finish(request, code=form.cleaned_data["code"]):
             return HttpResponseRedirect(pending["next"])
         # A wrong code is a failed login: axes counts it, and locks the pair at the limit
