@@ -261,6 +261,8 @@ AXES_CLIENT_IP_CALLABLE = "toolops.accounts.lockout.client_address"
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "code"]
 # One row per successful login, never purged: the audit log records what matters.
 AXES_DISABLE_ACCESS_LOG = True
+# Lockouts are seen and cleared on /console/lockouts/ (operators), not edited in the admin.
+AXES_ENABLE_ADMIN = False
 # Two-factor (TOTP, django-otp): optional for everyone; with TOOLOPS_REQUIRE_2FA=1,
 # reviewers and superusers must enrol before any other console or admin page opens.
 TOOLOPS_REQUIRE_2FA = envbool("TOOLOPS_REQUIRE_2FA", "0")

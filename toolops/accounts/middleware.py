@@ -8,12 +8,12 @@ middleware chain (toolops/api/middleware.py) and never reads a session."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.http import HttpResponseRedirect
+from django.utils.deprecation import MiddlewareMixin
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
@@ -34,19 +34,18 @@ def is_person_activity(request: HttpRequest) -> bool:
     return not (request.method == "GET" and request.headers.get("HX-Request") == "true")
 
 
-class IdleSessionMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+class IdleSessionMiddleware(MiddlewareMixin):
+    def process_request(self, request: HttpRequest) -> None:
         session = getattr(request, "session", None)
-        if session is not None and request.user.is_authenticated and is_person_activity(request):
-            now = int(time.time())
-            # Writing the stamp marks the session modified: SessionMiddleware saves it with
-            # a fresh expiry (SESSION_COOKIE_AGE from now) and sends the cookie again.
-            if now - int(session.get(TOUCHED_KEY, 0)) >= TOUCH_EVERY_S:
-                session[TOUCHED_KEY] = now
-        return self.get_response(request)
+        if session is None or not request.user.is_authenticated:
+            return
+        if not is_person_activity(request):
+            return
+        now = int(time.time())
+        # Writing the stamp marks the session modified: SessionMiddleware saves it with a
+        # fresh expiry (SESSION_COOKIE_AGE from now) and sends the cookie again.
+        if now - int(session.get(TOUCHED_KEY, 0)) >= TOUCH_EVERY_S:
+            session[TOUCHED_KEY] = now
 
 
 def requires_two_factor(user: object) -> bool:
@@ -60,15 +59,12 @@ def requires_two_factor(user: object) -> bool:
     return REVIEWERS in group_names(user)  # type: ignore[arg-type]
 
 
-class TwoFactorMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+class TwoFactorMiddleware(MiddlewareMixin):
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
         if settings.TOOLOPS_REQUIRE_2FA and self._must_enrol(request):
             query = urlencode({"next": request.get_full_path()})
             return HttpResponseRedirect(f"{ENROL_PATH}?{query}")
-        return self.get_response(request)
+        return None
 
     @staticmethod
     def _must_enrol(request: HttpRequest) -> bool:
