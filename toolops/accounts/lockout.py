@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from axes.helpers import get_client_username, get_cool_off, get_failure_limit
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Max, Sum
 from django.shortcuts import render
 from django.utils import timezone
@@ -77,12 +78,16 @@ def lockout_get(*, username: str, ip_address: str | None) -> Lockout | None:
     return None
 
 
-def lockout_clear(*, username: str, ip_address: str) -> int:
-    """Forget the pair's failed logins, which ends its lockout. The number of rows cleared
-    (0: it was not locked, or its lock had ended)."""
-    count, _ = AccessAttempt.objects.filter(username=username, ip_address=ip_address).delete()
+def lockout_clear(*, username: str, ip_address: str, by: Any) -> int:
+    """`by` (an operator) forgets the pair's failed logins, which ends its lockout. The
+    number of rows cleared (0: it was not locked, or its lock had ended)."""
+    with transaction.atomic():
+        attempts = AccessAttempt.objects.filter(username=username, ip_address=ip_address)
+        count, _ = attempts.delete()
     if count:
-        log.warning("login lockout cleared for %r from %s", username, ip_address)
+        log.warning(
+            "login lockout of %r from %s cleared by %s", username, ip_address, by.get_username()
+        )
     return count
 
 

@@ -89,7 +89,7 @@ def lockout_unlock(request: HtmxHttpRequest) -> HttpResponse:
         messages.error(request, "Nothing was unlocked: the username and address are required.")
         return redirect("console:lockouts")
     username, address = form.cleaned_data["username"], form.cleaned_data["ip_address"]
-    if lockout_clear(username=username, ip_address=address):
+    if lockout_clear(username=username, ip_address=address, by=request.user):
         messages.success(request, f"Unlocked {username} from {address}: they may log in again.")
     else:
         messages.info(request, f"{username} from {address} was not locked out.")
