@@ -15,6 +15,8 @@ from django.conf import settings
 from django.http import HttpResponseRedirect
 from django.utils.deprecation import MiddlewareMixin
 
+from toolops.accounts.twofactor import requires_two_factor
+
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
 
@@ -46,17 +48,6 @@ class IdleSessionMiddleware(MiddlewareMixin):
         # fresh expiry (SESSION_COOKIE_AGE from now) and sends the cookie again.
         if now - int(session.get(TOUCHED_KEY, 0)) >= TOUCH_EVERY_S:
             session[TOUCHED_KEY] = now
-
-
-def requires_two_factor(user: object) -> bool:
-    """TOOLOPS_REQUIRE_2FA: reviewers (who approve charges) and superusers."""
-    from toolops.permissions import REVIEWERS, group_names
-
-    if not settings.TOOLOPS_REQUIRE_2FA:
-        return False
-    if getattr(user, "is_superuser", False):
-        return True
-    return REVIEWERS in group_names(user)  # type: ignore[arg-type]
 
 
 class TwoFactorMiddleware(MiddlewareMixin):

@@ -11,12 +11,14 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth import login as auth_login
 from django.db import transaction
 from django.utils import timezone
+from django_otp import DEVICE_ID_SESSION_KEY, verify_token
 from django_otp import login as otp_login
-from django_otp import verify_token
+from django_otp.models import Device
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 if TYPE_CHECKING:
@@ -26,6 +28,27 @@ PENDING_KEY = "toolops_pending_login"
 # The code step must follow the password step soon; a stale half-login is forgotten.
 PENDING_S = 300
 DEVICE_NAME = "console"
+
+
+def requires_two_factor(user: Any) -> bool:
+    """TOOLOPS_REQUIRE_2FA: reviewers (who approve charges) and superusers."""
+    from toolops.permissions import REVIEWERS, group_names
+
+    if not settings.TOOLOPS_REQUIRE_2FA:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return REVIEWERS in group_names(user)
+
+
+def session_may_proceed(user: Any, session: Any) -> bool:
+    """For what sees a session without Django's middleware (the live pages' WebSockets):
+    False while `user` must use two-factor and `session` was not verified by a device."""
+    if not requires_two_factor(user):
+        return True
+    persistent_id = session.get(DEVICE_ID_SESSION_KEY) if session is not None else None
+    device = Device.from_persistent_id(persistent_id) if persistent_id else None
+    return device is not None and device.user_id == user.pk and bool(device.confirmed)
 
 
 def confirmed_device(user: Any) -> TOTPDevice | None:

@@ -12,7 +12,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from toolops.accounts import twofactor
 from toolops.accounts.lockout import lockout_clear, lockouts_current
-from toolops.accounts.middleware import requires_two_factor
 from toolops.permissions import console_required, require_login_unlocker
 from toolops.views.common import HtmxHttpRequest, page_context
 from toolops.views.login import CodeForm
@@ -54,7 +53,7 @@ def two_factor(request: HtmxHttpRequest) -> HttpResponse:
         verified=verified,
         pending=pending,
         secret=pending and _base32(pending.bin_key),
-        required=requires_two_factor(user),
+        required=twofactor.requires_two_factor(user),
         next=_next_url(request),
     )
     return render(request, "console/two_factor.html", ctx)
