@@ -90,9 +90,10 @@ _last_used_due: dict[int, float] = {}
 
 
 def _mark_used(agent: Agent, now: float) -> None:
-    if now < _last_used_due.get(agent.pk, 0.0):
+    # `id`, not `pk`: the hot path, and `pk` is a property that looks the field up.
+    if now < _last_used_due.get(agent.id, 0.0):
         return
-    _last_used_due[agent.pk] = now + LAST_USED_EVERY_S
+    _last_used_due[agent.id] = now + LAST_USED_EVERY_S
     stamp = timezone.now()
     stale = Q(last_used_at__isnull=True) | Q(
         last_used_at__lt=stamp - timedelta(seconds=LAST_USED_EVERY_S)
