@@ -8,13 +8,20 @@ from traces.views import metrics as traces_metrics
 from traces.views import timeline as traces_timeline
 
 from .approvals import views as approvals
-from .views import audit, health, runs, tools, unknown
+from .views import accounts, agents, audit, health, login, runs, tools, unknown
 
 app_name = "console"
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="console/login.html"), name="login"),
+    # Login: the password (axes counts failures per username and address), then a TOTP
+    # code for users with a device (docs/accounts.md).
+    path("login/", login.ConsoleLoginView.as_view(), name="login"),
+    path("login/code/", login.login_code, name="login-code"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/two-factor/", accounts.two_factor, name="two-factor"),
+    path("lockouts/", accounts.lockout_list, name="lockouts"),
+    path("lockouts/unlock/", accounts.lockout_unlock, name="lockout-unlock"),
+    path("agents/", agents.agent_list, name="agents"),
     path("", runs.run_list, name="runs"),
     # The run page is the run's timeline (traces/); a call's deep link lands on it.
     path("runs/<int:pk>/", traces_timeline.run_timeline, name="run-detail"),

@@ -10,6 +10,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from toolops.accounts.twofactor import session_may_proceed
 from toolops.live import Changed
 
 NOT_ALLOWED = 4403
@@ -50,6 +51,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         elif user is not None and user.is_authenticated:
             user = type(user).objects.filter(pk=user.pk).first()
         if user is None or not user.is_authenticated or not user.is_active:
+            return False
+        # TOOLOPS_REQUIRE_2FA: a session its user has not verified with a code yet opens
+        # no page, and no live update either (docs/accounts.md).
+        if not session_may_proceed(user, self.scope.get("session")):
             return False
         return bool(type(self).allowed(user))
 

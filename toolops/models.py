@@ -38,6 +38,9 @@ class Agent(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="agents", help_text="Who runs this agent; they cannot approve its calls.",
     )  # fmt: skip
+    # The last request with its token, to the minute (toolops/api/auth.py writes it at
+    # most once a minute): a token nobody uses any more is one to revoke.
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     # DRF treats whatever authentication returns as request.user.
     is_authenticated = True

@@ -125,3 +125,14 @@ def can_review(user: User) -> bool:
 def require_reviewer(user: User) -> None:
     if not can_review(user):
         raise PermissionDenied("Only reviewers may see and decide approvals.")
+
+
+def can_unlock_logins(user: User) -> bool:
+    """Login lockouts (toolops/accounts/lockout.py): seeing who is locked out from where,
+    and unlocking them, is an operator's job."""
+    return _is_superuser(user) or OPERATORS in group_names(user)
+
+
+def require_login_unlocker(user: User) -> None:
+    if not can_unlock_logins(user):
+        raise PermissionDenied("Only operators may see and clear login lockouts.")

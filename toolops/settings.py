@@ -7,6 +7,7 @@ import binascii
 import contextlib
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -139,6 +140,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "toolops",
     "compensations",
     "traces",
@@ -150,9 +154,15 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # People's accounts (docs/accounts.md): which OTP device verified this session, idle
+    # sessions end, and the two-factor gate; the lockout page last, as axes asks.
+    "django_otp.middleware.OTPMiddleware",
+    "toolops.accounts.middleware.IdleSessionMiddleware",
+    "toolops.accounts.middleware.TwoFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "toolops.urls"
@@ -223,6 +233,40 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 LOGOUT_REDIRECT_URL = "/console/login/"
+
+# People's accounts (docs/accounts.md). The executor API authenticates agents by token and
+# never reads a session, so all of this costs console requests only.
+# Axes first: it refuses a locked-out username and address before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# A console session ends after 8 idle hours. IdleSessionMiddleware slides it on a person's
+# requests (at most one session write a minute), not on a live page's polling.
+SESSION_COOKIE_AGE = 8 * 3600
+SESSION_SAVE_EVERY_REQUEST = False
+# Login lockout (API.md): 5 failures for one username from one address lock that pair for
+# 15 minutes; other usernames, and the same username from elsewhere, are not affected.
+# Counted in the database, so every web process shares the count.
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# A try during the lockout (the right password too) is refused without being counted, so
+# the lock ends 15 minutes after the failure that set it, as the 429 page says.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "toolops.accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "toolops.accounts.lockout.client_address"
+# The code of the two-factor step is a credential too: never kept in the attempt's record.
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "code"]
+# One row per successful login, never purged: the audit log records what matters.
+AXES_DISABLE_ACCESS_LOG = True
+# Lockouts are seen and cleared on /console/lockouts/ (operators), not edited in the admin.
+AXES_ENABLE_ADMIN = False
+# Two-factor (TOTP, django-otp): optional for everyone; with TOOLOPS_REQUIRE_2FA=1,
+# reviewers and superusers must enrol before any other console or admin page opens.
+TOOLOPS_REQUIRE_2FA = envbool("TOOLOPS_REQUIRE_2FA", "0")
+OTP_TOTP_ISSUER = "ToolOps"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

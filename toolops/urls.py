@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import include, path
 
 from toolops.api.errors import api_not_found
+from toolops.views.login import ConsoleLoginView
 from traces.views.metrics import prometheus_metrics
 
 
@@ -16,6 +17,8 @@ urlpatterns = [
     path("", home),
     path("api/v1/", include("toolops.api.urls")),
     path("console/", include("toolops.console_urls")),
+    # One login for the admin and the console: the same lockout, the same second factor.
+    path("admin/login/", ConsoleLoginView.as_view(next_page="/admin/"), name="admin-login"),
     path("admin/", admin.site.urls),
     # For Prometheus: no console login (TOOLOPS_METRICS_TOKEN guards it when set).
     path("metrics", prometheus_metrics, name="metrics"),

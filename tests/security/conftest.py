@@ -12,10 +12,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from axes.models import AccessAttempt
 from django.contrib.admin.models import LogEntry
 from django.contrib.sessions.models import Session
 from django.test import Client
 from django.utils import timezone
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from compensations.models import Compensation, Ticket, TicketEvent
 from tests.compensations.conftest import dead_letter
@@ -61,6 +63,9 @@ def hold(
     return approval
 
 
+LOCKED = ("rita", "203.0.113.7")  # (username, address) of the world's locked login
+
+
 @dataclass
 class World:
     agent: Agent
@@ -89,6 +94,11 @@ def world(agent_a: tuple[Agent, str], console_catalog: Any) -> World:
     )  # fmt: skip
     approval = hold(run, "tc-held")
     ticket = dead_letter(agent, "r-dead")
+    # A login locked by repeated failures, for the operator's unlock.
+    AccessAttempt.objects.create(
+        username=LOCKED[0], ip_address=LOCKED[1], user_agent="guesser",
+        failures_since_start=5, attempt_time=timezone.now(),
+    )  # fmt: skip
     CircuitBreaker.objects.create(
         tool="flaky_warehouse", state=CircuitBreaker.State.OPEN, consecutive_failures=3,
         opened_at=timezone.now(), open_until=timezone.now() + timedelta(minutes=1),
@@ -116,6 +126,8 @@ def snapshot(client: Client | None = None) -> tuple[Any, ...]:
         LogEntry.objects.count(),
         FullArgsRead.objects.count(),
         AuditEntry.objects.count(),
+        list(AccessAttempt.objects.order_by("pk").values_list("pk", "failures_since_start")),
+        list(TOTPDevice.objects.filter(confirmed=True).values_list("pk", flat=True)),
         Session.objects.count(),
         session.value if session is not None else None,
     )

@@ -19,8 +19,11 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from tests.security.conftest import PASSWORD, World, snapshot
+from tests.console.test_two_factor import code_for
+from tests.security.conftest import LOCKED, PASSWORD, World, snapshot
+from toolops.accounts import twofactor
 from toolops.forms import TOOK_EFFECT
 
 pytestmark = pytest.mark.django_db
@@ -78,6 +81,11 @@ ROUTES: dict[str, Kwargs] = {
     "ticket-resolve": _ticket,
     "ticket-comment": _ticket,
     "audit": _none,
+    "login-code": _none,
+    "two-factor": _none,
+    "lockouts": _none,
+    "lockout-unlock": _none,
+    "agents": _none,
 }
 
 # The routes that take a POST, each with the body its own form would send: with the
@@ -107,7 +115,22 @@ POSTS: dict[str, Body] = {
     "ticket-retry": lambda w, user: {},
     "ticket-resolve": lambda w, user: {"note": "forged resolve"},
     "ticket-comment": lambda w, user: {"text": "forged comment"},
+    "login-code": lambda w, user: {"code": _code(user, confirmed=True)},
+    "two-factor": lambda w, user: {"code": _code(user, confirmed=False)},
+    "lockout-unlock": lambda w, user: {"username": LOCKED[0], "ip_address": LOCKED[1]},
 }
+
+
+def _code(user: Any, *, confirmed: bool) -> str:
+    """The code the person's authenticator shows: from their device (a confirmed one at
+    the login's second step, the one being enrolled on the two-factor page)."""
+    if confirmed:
+        device = TOTPDevice.objects.filter(user=user, confirmed=True).first()
+        return code_for(device) if device is not None else "000000"
+    return code_for(twofactor.device_for_enrolment(user=user))
+
+
+LOGINS = ("login", "login-code")
 
 
 def console_route_names() -> set[str]:
@@ -138,6 +161,14 @@ def browser_of(user: Any, name: str = "") -> Client:
     client = Client(enforce_csrf_checks=True)
     if name == "login":
         assert client.get("/console/login/").status_code == 200
+    elif name == "login-code":
+        # The second step of a login: the password was right, the code is still to come.
+        TOTPDevice.objects.create(user=user, name="console", confirmed=True)
+        assert client.get("/console/login/").status_code == 200
+        token = client.cookies["csrftoken"].value
+        credentials = {"username": user.username, "password": PASSWORD}
+        response = client.post("/console/login/", {**credentials, "csrfmiddlewaretoken": token})
+        assert response.status_code == 302 and "code" in response["Location"]
     else:
         client.force_login(user)
         assert client.get("/console/").status_code == 200
@@ -177,7 +208,7 @@ def test_a_forged_post_without_the_csrf_token_is_refused_and_changes_nothing(
     assert b"CSRF" in response.content
     assert snapshot(browser) == before
     # A forged logout logs nobody out; a forged login logs nobody in.
-    assert browser.get("/console/").status_code == (302 if name == "login" else 200)
+    assert browser.get("/console/").status_code == (302 if name in LOGINS else 200)
 
 
 @pytest.mark.parametrize("name", sorted(POSTS))

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
+from typing import Any
 
 from django.db import connection
+from django.db.models import Q
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -55,6 +61,7 @@ def _agent_for(digest: str) -> Agent | None:
     hit = _agents.get(digest)
     now = time.monotonic()
     if hit is not None and hit[1] > now:
+        _mark_used(hit[0], now)
         return hit[0]
     agent = Agent.objects.filter(token_hash=digest, is_active=True).first()
     if agent is None:
@@ -63,7 +70,35 @@ def _agent_for(digest: str) -> Agent | None:
     if len(_agents) > 10_000:
         _agents.clear()
     _agents[digest] = (agent, now + AGENT_CACHE_S)
+    _mark_used(agent, now)
     return agent
+
+
+@receiver(post_save, sender=Agent)
+def forget_agent(sender: Any, instance: Agent, **kwargs: Any) -> None:
+    """An agent saved (token rotated or revoked, deactivated in admin): this process stops
+    trusting its cached tokens now; other processes within AGENT_CACHE_S."""
+    for digest in [d for d, (agent, _) in _agents.items() if agent.pk == instance.pk]:
+        _agents.pop(digest, None)
+
+
+# Agent.last_used_at, for the console: written at most once a minute per agent and process
+# (agent pk → monotonic time of the next write), and the UPDATE changes nothing when
+# another process wrote within the minute. A dict look-up per request otherwise.
+LAST_USED_EVERY_S = 60.0
+_last_used_due: dict[int, float] = {}
+
+
+def _mark_used(agent: Agent, now: float) -> None:
+    # `id`, not `pk`: the hot path, and `pk` is a property that looks the field up.
+    if now < _last_used_due.get(agent.id, 0.0):
+        return
+    _last_used_due[agent.id] = now + LAST_USED_EVERY_S
+    stamp = timezone.now()
+    stale = Q(last_used_at__isnull=True) | Q(
+        last_used_at__lt=stamp - timedelta(seconds=LAST_USED_EVERY_S)
+    )
+    Agent.objects.filter(stale, pk=agent.pk).update(last_used_at=stamp)
 
 
 def _enforce_rate_limit(agent: Agent) -> None:

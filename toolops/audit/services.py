@@ -107,5 +107,5 @@ _LINKS: dict[str, tuple[str, Any, Any]] = {
     "Ticket": ("ticket", lambda o: str(o.pk), lambda o: f"/console/tickets/{o.pk}/"),
     "CircuitBreaker": ("breaker", lambda o: o.tool, lambda o: "/console/health/"),
     "ToolPolicy": ("policy", lambda o: o.tool, lambda o: f"/console/tools/{o.tool}/policy/"),
-    "Agent": ("agent", lambda o: o.name, lambda o: f"/admin/toolops/agent/{o.pk}/change/"),
+    "Agent": ("agent", lambda o: o.name, lambda o: "/console/agents/"),
 }  # fmt: skip

@@ -17,6 +17,7 @@ from toolops.permissions import (
     can_edit_policies,
     can_read_audit,
     can_review,
+    can_unlock_logins,
     can_work_tickets,
     role_label,
 )
@@ -84,6 +85,7 @@ def page_context(request: HttpRequest, nav: str, **ctx: Any) -> dict[str, Any]:
         "can_work_tickets": can_work_tickets(request.user),
         "can_review": can_review(request.user),
         "can_read_audit": can_read_audit(request.user),
+        "can_unlock_logins": can_unlock_logins(request.user),
         **{name: count() for name, count in NAV_COUNTS.items()},
         **ctx,
     }

@@ -1,24 +1,20 @@
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from toolops.accounts.tokens import agent_token_rotate, via_command
 from toolops.models import Agent
 from toolops.services import agent_create
 
 
-def _who() -> str:
-    """The shell's user, for the audit log: a command has no console login."""
-    try:
-        return f" (OS user {getpass.getuser()})"
-    except (OSError, KeyError):
-        return ""
-
-
 class Command(BaseCommand):
-    help = "Create an agent and print its API token (the last line of the output)."
+    help = (
+        "Create an agent and print its API token (the last line of the output). With "
+        "--rotate, give an existing agent a new token instead: the old one is refused from "
+        "then on (a revoked agent is active again)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
@@ -29,25 +25,56 @@ class Command(BaseCommand):
             "--owner", default=None,
             help="Username of the person who runs the agent: they cannot approve its calls.",
         )  # fmt: skip
+        parser.add_argument(
+            "--rotate",
+            action="store_true",
+            help="Replace the token of the existing agent NAME; the old token stops working.",
+        )
 
     def handle(
-        self, *args: Any, name: str, rate_limit: int | None, owner: str | None, **options: Any
+        self,
+        *args: Any,
+        name: str,
+        rate_limit: int | None,
+        owner: str | None,
+        rotate: bool,
+        **options: Any,
     ) -> None:
         name = name.strip()
         if not name or len(name) > 128:
             raise CommandError("NAME must be 1–128 characters.")
         if rate_limit is not None and rate_limit < 1:
             raise CommandError("--rate-limit must be at least 1 request per minute.")
+        if rotate:
+            if owner is not None:
+                raise CommandError("--rotate changes only the token; set an owner in the admin.")
+            self._rotate(name, rate_limit)
+            return
         if Agent.objects.filter(name=name).exists():
-            raise CommandError(f"An agent named {name!r} already exists.")
+            raise CommandError(
+                f"An agent named {name!r} already exists (--rotate gives it a new token)."
+            )
         person = _person(owner) if owner is not None else None
         agent, token = agent_create(
             name=name,
             rate_limit_per_minute=rate_limit,
             owner=person,
-            via=f"manage.py create_agent{_who()}",
+            via=via_command("create_agent"),
         )
         self.stdout.write(f"Created agent {agent.name}. Its token is shown once; store it now:")
+        self.stdout.write(token)
+
+    def _rotate(self, name: str, rate_limit: int | None) -> None:
+        if rate_limit is not None:
+            raise CommandError("--rotate changes only the token; set a rate limit in the admin.")
+        agent = Agent.objects.filter(name=name).first()
+        if agent is None:
+            raise CommandError(f"No agent is named {name!r}: create it without --rotate.")
+        token = agent_token_rotate(agent=agent, via=via_command("create_agent --rotate"))
+        self.stdout.write(
+            f"New token for agent {agent.name}; the old one no longer works. "
+            "It is shown once; store it now:"
+        )
         self.stdout.write(token)
 
 
