@@ -177,3 +177,14 @@ def test_it_reads_a_run_in_as_many_queries_however_long(
     after = ToolCall.objects.get(tool_call_id="tc-999").call_id
     url = f"/api/v1/runs/r-1?calls_after={after}"
     queries_for(api, django_assert_num_queries, url, NEXT_PAGE_QUERIES)
+
+
+def test_the_schema_describes_the_paging(api: APIClient) -> None:
+    schema = body(api.get("/api/v1/schema/?format=json"))
+
+    run = schema["components"]["schemas"]["RunSchema"]
+    assert run["properties"]["calls_total"]["type"] == "integer"
+    assert run["properties"]["calls_next"]["nullable"] is True
+    assert "calls_next" not in run["required"] and "calls_total" not in run["required"]
+    get = schema["paths"]["/api/v1/runs/{run_id}"]["get"]
+    assert "calls_after" in [p["name"] for p in get["parameters"]]
