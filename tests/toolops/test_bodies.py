@@ -145,3 +145,60 @@ def test_it_passes_other_scopes_through() -> None:
         asyncio.run(limit({"type": kind}, None, None))
 
     assert seen == ["websocket", "lifespan"]
+
+
+def test_it_cuts_every_stalled_read_and_serves_the_others() -> None:
+    app, sent = App(), {}
+    limit = BodyLimit(app, limit=LIMIT, timeout_s=0.05)
+
+    async def one(n: int, stall: bool) -> None:
+        messages = [body(b"x", more=stall)]
+
+        async def receive() -> dict[str, Any]:
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.setdefault(n, []).append(message)
+
+        scope = {"type": "http", "method": "POST", "headers": [(b"transfer-encoding", b"x")]}
+        await limit(scope, receive, send)
+
+    async def main() -> None:
+        await asyncio.gather(*(one(n, stall=n % 2 == 0) for n in range(6)))
+
+    asyncio.run(main())
+
+    assert {n: m[0]["status"] for n, m in sent.items()} == {
+        0: 408,
+        1: 200,
+        2: 408,
+        3: 200,
+        4: 408,
+        5: 200,
+    }
+    assert len(app.calls) == 3 and limit.deadlines.reading == {}
+
+
+def test_it_lets_a_cancellation_from_elsewhere_through() -> None:
+    limit = BodyLimit(App(), limit=LIMIT, timeout_s=60)
+
+    async def main() -> None:
+        waiting = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            waiting.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        scope = {"type": "http", "method": "POST", "headers": []}
+        task = asyncio.create_task(limit(scope, receive, None))
+        await waiting.wait()
+        task.cancel()  # e.g. the server shutting down
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert limit.deadlines.reading == {}
