@@ -15,7 +15,8 @@ CHUNK = 64 * 1024
 
 
 class Handler(BaseHTTPRequestHandler):
-    """`?size=N` bytes of a JSON object, `&status=S`, `&framing=chunked|length|gzip`."""
+    """`?size=N` bytes of a JSON object, `&status=S`, `&framing=chunked|length|gzip`,
+    `&cut=stall|drop` (the body stops part way)."""
 
     protocol_version = "HTTP/1.1"
 
@@ -34,6 +35,15 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         try:
+            if "cut" in query:  # half a body, then `stall` (until stopped) or `drop`
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self.wfile.write(b'{"pad":"xxxx')
+                self.wfile.flush()
+                if query["cut"] == "stall":
+                    self.server.stopping.wait()  # type: ignore[attr-defined]
+                self.close_connection = True
+                return
             if framing == "gzip":  # a small body that decodes into `size` bytes
                 packed = gzip.compress(b"".join(_json(size)))
                 self.send_header("Content-Encoding", "gzip")
@@ -74,6 +84,7 @@ class BigServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.requests = 0  # type: ignore[attr-defined]
+        self.httpd.stopping = threading.Event()  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -82,6 +93,7 @@ class BigServer:
         return self.httpd.requests  # type: ignore[attr-defined,no-any-return]
 
     def stop(self) -> None:
+        self.httpd.stopping.set()  # type: ignore[attr-defined]
         self.httpd.shutdown()
         self.httpd.server_close()
 
