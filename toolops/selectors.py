@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from toolops.approvals import services as approval_services
@@ -99,3 +102,95 @@ def call_get_for_agent(*, agent: Agent, call_id: str) -> ToolCall:
         ).get(call_id=call_id, run__agent=agent)
     except ToolCall.DoesNotExist:
         raise Http404("no such call") from None
+
+
+# -- a run's calls, a page at a time (API.md: at most 1,000 in step order) --------------
+
+CALLS_PAGE = 1000
+STEP_ORDER = ("step_index", "created_at", "pk")
+# What the summary needs of a call, for the few a long run's summary names.
+SUMMARY_FIELDS = ("tool", "tool_call_id", "status", "error_reason", "step_index", "created_at")
+
+
+@dataclass(frozen=True)
+class CallsPage:
+    calls: list[ToolCall]
+    whole: bool  # every call of the run, nothing before or after
+    next_after: str | None  # the call_id the next page starts after
+
+
+class UnknownCursor(Exception):
+    """`calls_after` names no call of the run."""
+
+
+def run_calls_page(*, run: Run, after: str | None = None, size: int = CALLS_PAGE) -> CallsPage:
+    """Up to `size` of the run's calls in step order, after the call `after` names."""
+    calls = (
+        run.calls.agent_calls()
+        .select_related("approval__decided_by", "approval__duplicate_of")
+        .order_by(*STEP_ORDER)
+    )
+    if after is not None:
+        cursor = run.calls.agent_calls().filter(call_id=after).values_list(*STEP_ORDER).first()
+        if cursor is None:
+            raise UnknownCursor(after)
+        step, created, pk = cursor
+        calls = calls.filter(
+            Q(step_index__gt=step)
+            | Q(step_index=step, created_at__gt=created)
+            | Q(step_index=step, created_at=created, pk__gt=pk)
+        )
+    rows = list(calls[: size + 1])  # one more than a page: is there another?
+    more = len(rows) > size
+    rows = rows[:size]
+    return CallsPage(
+        calls=rows,
+        whole=after is None and not more,
+        next_after=rows[-1].call_id if more else None,
+    )
+
+
+@dataclass(frozen=True)
+class CallsTally:
+    """A run's calls summed up by the database, for a run too long to load whole."""
+
+    total: int
+    ok: int
+    attempts: int
+    tokens: int
+    problems_total: int
+    problems: list[ToolCall]  # the first five, in step order
+    waiting: list[ToolCall]  # the first five
+    last_succeeded: str | None
+
+
+def run_calls_tally(*, run: Run) -> CallsTally:
+    """Four queries, whatever the run's length."""
+    from toolops.summary import PARTIAL, WAITING
+
+    calls = run.calls.agent_calls()
+    counts = calls.aggregate(
+        total=Count("pk"),
+        ok=Count("pk", filter=Q(status=ToolCall.Status.SUCCEEDED)),
+        problems=Count("pk", filter=Q(status__in=PARTIAL)),
+        attempts=Coalesce(Sum("attempts"), 0),
+        tokens=Coalesce(Sum("tokens"), 0),
+    )
+    few = calls.only(*SUMMARY_FIELDS).order_by(*STEP_ORDER)
+    # Where the run stopped: the furthest step that succeeded (summary.last_succeeded).
+    last = (
+        calls.filter(status=ToolCall.Status.SUCCEEDED)
+        .order_by("-step_index", "-created_at", "-pk")
+        .values_list("tool_call_id", flat=True)
+        .first()
+    )
+    return CallsTally(
+        total=counts["total"],
+        ok=counts["ok"],
+        attempts=counts["attempts"],
+        tokens=counts["tokens"],
+        problems_total=counts["problems"],
+        problems=list(few.filter(status__in=PARTIAL)[:5]),
+        waiting=list(few.filter(status__in=WAITING)[:5]),
+        last_succeeded=last,
+    )

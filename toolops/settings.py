@@ -277,10 +277,25 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
-# Bodies are capped at 1 MiB by toolops.asgi.BodyLimit (chunked bodies too); this is the
-# same cap for requests that reach Django another way.
+# Bodies are capped at 1 MiB by toolops.bodies.BodyLimit on every method (chunked bodies
+# too); this is the same cap for requests that reach Django another way.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 BODY_LIMIT_BYTES = 1024 * 1024
+# A request's body must arrive whole within this many seconds of its headers, or it is
+# answered 408 and its connection closed (toolops/bodies.py): 1 MiB at 100 kB/s fits.
+TOOLOPS_BODY_READ_TIMEOUT_S = envfloat("TOOLOPS_BODY_READ_TIMEOUT_S", 20.0)
+if not 0 < TOOLOPS_BODY_READ_TIMEOUT_S <= 3600:  # also refuses nan and inf
+    raise ImproperlyConfigured(
+        "TOOLOPS_BODY_READ_TIMEOUT_S must be a positive number of seconds (at most 3600), "
+        f"got {os.getenv('TOOLOPS_BODY_READ_TIMEOUT_S')!r}"
+    )
+# A downstream's response body is read up to this many bytes; a longer one is not read
+# and its attempt fails saying so (toolops/tools/http.py).
+TOOLOPS_DOWNSTREAM_MAX_BYTES = envint("TOOLOPS_DOWNSTREAM_MAX_BYTES", 10 * 1024 * 1024)
+if TOOLOPS_DOWNSTREAM_MAX_BYTES < 1:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_DOWNSTREAM_MAX_BYTES must be at least 1, got {TOOLOPS_DOWNSTREAM_MAX_BYTES}"
+    )
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["toolops.api.auth.BearerTokenAuthentication"],

@@ -30,19 +30,32 @@ _REASON = {
     "expired": "was not approved in time",
 }
 PARTIAL = (S.FAILED, S.SKIPPED, S.DEGRADED, S.REJECTED, S.UNKNOWN)
+WAITING = (S.PENDING_APPROVAL, S.IN_PROGRESS)
 
 
 def run_summary(calls: Sequence[ToolCall]) -> str:
-    if not calls:
-        return "No tool calls yet."
-    total = len(calls)
-    ok = sum(1 for c in calls if c.status == S.SUCCEEDED)
     problems = [c for c in calls if c.status in PARTIAL]
-    waiting = [c for c in calls if c.status in (S.PENDING_APPROVAL, S.IN_PROGRESS)]
+    return summary_text(
+        total=len(calls),
+        ok=sum(1 for c in calls if c.status == S.SUCCEEDED),
+        problems=problems[:5],
+        problems_total=len(problems),
+        waiting=[c for c in calls if c.status in WAITING][:5],
+    )
+
+
+def summary_text(
+    *, total: int, ok: int, problems: Sequence[ToolCall], problems_total: int,
+    waiting: Sequence[ToolCall],
+) -> str:  # fmt: skip
+    """The summary from counts and the first few calls that need saying (at most five of
+    each kind): a run too long to load whole is summed up by the database."""
+    if not total:
+        return "No tool calls yet."
     plural = "s" if total != 1 else ""
-    if problems:
+    if problems_total:
         details = "; ".join(_describe(c) for c in problems[:5])
-        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        more = f"; and {problems_total - 5} more" if problems_total > 5 else ""
         head = (
             f"Based on partial data: {ok} of {total} tool call{plural} succeeded; {details}{more}."
         )

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, Shop
 from tests.console.conftest import make_user
+from tests.toolops.api.test_run_get import add_calls
 from toolops.approvals.services import approval_decide
 from toolops.client import AsyncToolOps, BadRequest, NotFound, ToolOps, Unauthorized
 from toolops.models import Approval, Run
@@ -159,3 +160,31 @@ def test_it_imports_without_django_settings() -> None:
     code = "from toolops.client import ToolOps; ToolOps('http://127.0.0.1:1', 'token').close()"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_reopened_long_run_counts_and_follows_all_its_calls(
+    server: Any, agent_a: tuple[Any, str], shop: Shop
+) -> None:
+    with ToolOps(server.url, agent_a[1]) as client:
+        add_calls(Run.objects.get(run_id=client.open_run(run_id="r-long").run_id), 1001)
+
+        run = client.open_run(run_id="r-long")
+
+        assert len(run.data["calls"]) == 1000
+        assert run.next_step == 1001  # the step after every call, not after the first page
+        assert [c["step_index"] for c in run.calls()] == list(range(1001))
+
+
+def test_the_async_client_follows_a_long_runs_pages(
+    server: Any, agent_a: tuple[Any, str], shop: Shop
+) -> None:
+    async def main() -> list[Any]:
+        async with AsyncToolOps(server.url, agent_a[1]) as client:
+            run = await client.open_run(run_id="r-long")
+            assert run.next_step == 1001
+            return await run.calls()
+
+    with ToolOps(server.url, agent_a[1]) as client:
+        add_calls(Run.objects.get(run_id=client.open_run(run_id="r-long").run_id), 1001)
+
+    assert len(asyncio.run(main())) == 1001

@@ -50,6 +50,8 @@ STRICT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "it
 async def agents_tools(run: AsyncRun, *, wait: float = 30.0, pause: bool = True) -> AgentsTools:
     """The catalog's tools for this ToolOps run. `wait`: seconds a tool long-polls a call
     held or still in progress; `pause=False` long-polls approvals too, instead of pausing."""
+    if run.data.get("calls_next"):  # a reopened long run: its steps are in every page
+        run.data = {**run.data, "calls": await run.calls()}
     return AgentsTools(run, await run.tools(), wait=wait, pause=pause)
 
 

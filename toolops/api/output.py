@@ -8,11 +8,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from toolops import selectors
 from toolops.approvals.services import approval_out
 from toolops.executor import feedback
 from toolops.executor.pipeline import run_check_deadline
 from toolops.models import Run, ToolCall
-from toolops.summary import last_succeeded, run_summary
+from toolops.summary import last_succeeded, run_summary, summary_text
 from traces import services as traces
 
 
@@ -53,19 +54,32 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
     return out
 
 
-def run_out(run: Run) -> dict[str, Any]:
+def run_out(run: Run, *, calls_after: str | None = None) -> dict[str, Any]:
+    """The run with at most its first 1,000 calls in step order (API.md), or the 1,000
+    after the call `calls_after` names (selectors.UnknownCursor when none). Its usage,
+    summary and last success always speak of the whole run: computed from the calls when
+    they are all here, else by the database (a constant number of queries either way)."""
     from compensations.selectors import run_compensations
 
     run_check_deadline(run)
-    calls = list(
-        run.calls.agent_calls()
-        .select_related("approval__decided_by", "approval__duplicate_of")
-        .order_by("created_at", "pk")
-    )
+    page = selectors.run_calls_page(run=run, after=calls_after)
+    calls = page.calls
     for call in calls:
         call.run = run  # spare one query per call in call_out
+    if page.whole:
+        total = len(calls)
+        attempts, tokens = sum(c.attempts for c in calls), sum(c.tokens for c in calls)
+        last_ok, summary = last_succeeded(calls), run_summary(calls)
+    else:
+        tally = selectors.run_calls_tally(run=run)
+        total, attempts, tokens = tally.total, tally.attempts, tally.tokens
+        last_ok = tally.last_succeeded
+        summary = summary_text(
+            total=tally.total, ok=tally.ok, problems=tally.problems,
+            problems_total=tally.problems_total, waiting=tally.waiting,
+        )  # fmt: skip
     limited = run.has_limits
-    return {
+    out = {
         "run_id": run.run_id,
         "trace_id": run.trace_id,
         "session_key": run.session_key,
@@ -76,17 +90,25 @@ def run_out(run: Run) -> dict[str, Any]:
             "max_tokens": run.max_tokens,
         },
         "usage": {
-            "attempts": run.attempts_used if limited else sum(c.attempts for c in calls),
+            "attempts": run.attempts_used if limited else attempts,
             "seconds": round(run.seconds_used(), 3),
-            "tokens": run.tokens_used if limited else sum(c.tokens for c in calls),
+            "tokens": run.tokens_used if limited else tokens,
         },
-        "last_succeeded_tool_call_id": last_succeeded(calls),
-        "summary": run_summary(calls),
+        "last_succeeded_tool_call_id": last_ok,
+        "summary": summary,
         "calls": [call_out(c) for c in calls],
-        "compensations": run_compensations(run=run) if calls else [],
+        "compensations": run_compensations(run=run) if total else [],
         "created_at": iso(run.created_at),
         "ended_at": iso(run.ended_at),
     }
+    if not page.whole:
+        # Only a run whose `calls` are not all of them says so; the next page's URL is a
+        # path on this server, like an approval's `url`.
+        out["calls_total"] = total
+        out["calls_next"] = (
+            f"/api/v1/runs/{run.run_id}?calls_after={page.next_after}" if page.next_after else None
+        )
+    return out
 
 
 # -- schema-only serializers ---------------------------------------------------------
@@ -170,7 +192,17 @@ class RunSchema(serializers.Serializer):
     usage = UsageSchema()
     last_succeeded_tool_call_id = serializers.CharField(allow_null=True)
     summary = serializers.CharField()
-    calls = CallSchema(many=True)
+    calls = CallSchema(many=True, help_text="At most the first 1,000 calls, in step order.")
+    # Only when `calls` are not all of the run's calls (API.md).
+    calls_total = serializers.IntegerField(
+        required=False, help_text="How many calls the run has; only when `calls` lacks some."
+    )
+    calls_next = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="The URL of the next 1,000 calls (`?calls_after=<call_id>`); null on the "
+        "last page; only when `calls` lacks some.",
+    )
     compensations = CompensationSchema(many=True)
     created_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)

@@ -103,10 +103,31 @@ class RunCreateApi(APIView):
 
 
 class RunDetailApi(APIView):
-    @extend_schema(responses={200: RunSchema, **ERRORS})
+    class QuerySerializer(serializers.Serializer):
+        calls_after = IdField(required=False)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "calls_after",
+                str,
+                description="A call_id of this run: its calls after that one (`calls_next`)",
+            )
+        ],
+        responses={200: RunSchema, **ERRORS},
+    )
     def get(self, request: Request, run_id: str) -> Response:
         run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
-        return Response(run_out(run))
+        # A plain dict: as a form, DRF would take an empty `calls_after=` as no value.
+        query = self.QuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        after = query.validated_data.get("calls_after")
+        try:
+            return Response(run_out(run, calls_after=after))
+        except selectors.UnknownCursor:
+            raise serializers.ValidationError(
+                {"calls_after": [f"{after!r} is not a call of run {run.run_id!r}"]}
+            ) from None
 
 
 class RunCompleteApi(APIView):

@@ -101,7 +101,8 @@ class AsyncRun:
         self.data = data
         self.run_id: str = data["run_id"]
         self.trace_id: str = data.get("trace_id", "")
-        self.next_step = len(data.get("calls") or [])
+        # A long run's object holds its first 1,000 calls; `calls_total` counts them all.
+        self.next_step = data.get("calls_total", len(data.get("calls") or []))
 
     async def call(
         self, tool: str, args: Mapping[str, Any] | str, *, step_index: int | None = None,
@@ -122,6 +123,18 @@ class AsyncRun:
 
     async def tools(self, **kwargs: Any) -> list[JSON]:
         return await self.client.tools(**kwargs)
+
+    async def calls(self) -> list[JSON]:
+        """Every call of the run, in step order: a run object holds at most 1,000, so the
+        pages after them are followed (`calls_next`, `?calls_after=<call_id>`)."""
+        path = f"/runs/{self.run_id}"
+        page = self.data = await self.client.request("GET", path, retry=True)
+        calls = list(page.get("calls") or [])
+        while page.get("calls_next") and calls:
+            params = {"calls_after": calls[-1]["call_id"]}
+            page = await self.client.request("GET", path, retry=True, params=params)
+            calls.extend(page.get("calls") or [])
+        return calls
 
     async def complete(self) -> JSON:
         path = f"/runs/{self.run_id}/complete"

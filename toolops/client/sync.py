@@ -108,7 +108,8 @@ class Run:
         self.data = data
         self.run_id: str = data["run_id"]
         self.trace_id: str = data.get("trace_id", "")
-        self.next_step = len(data.get("calls") or [])
+        # A long run's object holds its first 1,000 calls; `calls_total` counts them all.
+        self.next_step = data.get("calls_total", len(data.get("calls") or []))
 
     def call(
         self, tool: str, args: Mapping[str, Any] | str, *, step_index: int | None = None,
@@ -139,6 +140,17 @@ class Run:
     def get(self) -> JSON:
         self.data = self.client.request("GET", f"/runs/{self.run_id}", retry=True)
         return self.data
+
+    def calls(self) -> list[JSON]:
+        """Every call of the run, in step order: a run object holds at most 1,000, so the
+        pages after them are followed (`calls_next`, `?calls_after=<call_id>`)."""
+        page = self.get()
+        calls = list(page.get("calls") or [])
+        while page.get("calls_next") and calls:
+            params = {"calls_after": calls[-1]["call_id"]}
+            page = self.client.request("GET", f"/runs/{self.run_id}", retry=True, params=params)
+            calls.extend(page.get("calls") or [])
+        return calls
 
     def complete(self) -> JSON:
         self.data = self.client.request("POST", f"/runs/{self.run_id}/complete", retry=True)

@@ -18,6 +18,7 @@ class Failure(enum.StrEnum):
     RESET = "reset"  # the connection broke mid-request
     HTTP = "http"  # the downstream answered a non-2xx status
     INVALID_BODY = "invalid_body"  # 2xx whose body is not JSON
+    TOO_LARGE = "too_large"  # 2xx whose body is past TOOLOPS_DOWNSTREAM_MAX_BYTES, unread
     ERROR = "error"  # a Python tool raised
 
 
@@ -67,6 +68,10 @@ def classify(outcome: Outcome, *, replay_safe: bool) -> Classified:
         return Classified(Verdict.OK, "")
     if outcome.failure is Failure.INVALID_BODY:
         return Classified(Verdict.FATAL, "result_invalid")
+    if outcome.failure is Failure.TOO_LARGE:
+        # The downstream answered (so the outcome is known, not unknown) and would answer
+        # the same again: never retried. A write did take effect; the executor says so.
+        return Classified(Verdict.FATAL, "downstream_error")
     if outcome.failure is Failure.REFUSED:
         return Classified(Verdict.RETRY, "downstream_error")
     if outcome.failure is Failure.ERROR:

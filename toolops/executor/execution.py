@@ -23,7 +23,7 @@ from traces import services as traces
 
 from . import backoff, breaker, budget, claims, feedback, store
 from .budget import Tokens
-from .classify import Verdict, classify
+from .classify import Failure, Verdict, classify
 from .prepare import validator
 from .reconcile import QueryResult, query_outcome
 from .transport import send
@@ -136,7 +136,9 @@ class Execution:
                 self._succeeded(outcome.body)
                 return
             if verdict.verdict is Verdict.FATAL:
-                if verdict.reason == Reason.RESULT_INVALID:
+                if outcome.failure is Failure.TOO_LARGE:
+                    self._too_large(outcome.message)
+                elif verdict.reason == Reason.RESULT_INVALID:
                     end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, outcome.message,
                          feedback.result_invalid(spec.name, outcome.message))  # fmt: skip
                 else:
@@ -277,6 +279,20 @@ class Execution:
                      feedback.result_invalid(spec.name, message))  # fmt: skip
                 return
         end(call, Status.SUCCEEDED, "", "", "", text or feedback.succeeded(spec.name))
+
+    def _too_large(self, message: str) -> None:
+        """A 2xx answer past TOOLOPS_DOWNSTREAM_MAX_BYTES, left unread. A read ends
+        `failed`: nothing changed and nothing usable came back. A write took effect, so it
+        ends `degraded` with no result — `failed` would invite the model to send it again —
+        and its undo is registered as for any write that was done."""
+        call, name = self.call, self.spec.name
+        if self.spec.is_read:
+            end(call, Status.FAILED, "fatal", Reason.DOWNSTREAM_ERROR, message,
+                feedback.too_large(name, message, done=False))  # fmt: skip
+        else:
+            message = f"{message}; the write took effect"
+            end(call, Status.DEGRADED, "fatal", Reason.DOWNSTREAM_ERROR, message,
+                feedback.too_large(name, message, done=True))  # fmt: skip
 
     def _circuit_open(self, until: datetime | None) -> None:
         when = until.isoformat(timespec="seconds").replace("+00:00", "Z") if until else None

@@ -67,6 +67,18 @@ def result_invalid(tool: str, message: str) -> str:
     )
 
 
+def too_large(tool: str, message: str, *, done: bool) -> str:
+    if done:
+        return _cap(
+            f"{tool} was done, but its answer was too large to read ({_short(message)}), so "
+            "there is no result. Do not call it again: tell the user it went through."
+        )
+    return _cap(
+        f"{tool} answered with more than ToolOps reads ({_short(message)}), so there is no "
+        "result. Ask for less (narrower args, or one page at a time) instead of repeating it."
+    )
+
+
 def unknown(tool: str, message: str, *, query: str | None) -> str:
     checking = f"it is being checked with {query}" if query else "a person will check it"
     return _cap(

@@ -1,5 +1,6 @@
 """The HTTP transport: one pooled client per process, no client-side retries (retries
-live in the executor alone), a timeout per attempt.
+live in the executor alone), a timeout per attempt, and a cap on what a downstream's
+answer may make us hold (TOOLOPS_DOWNSTREAM_MAX_BYTES): a longer body is not read.
 
 urllib3 rather than httpx on this path: the same pooling and timeouts for ~0.4 ms less
 per request, which is a tenth of a call's whole overhead."""
@@ -11,6 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
+from django.conf import settings
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -35,6 +37,7 @@ def send(
     else:
         payload = json.dumps(body, separators=(",", ":")).encode()
         headers = {**headers, "Content-Type": "application/json"}
+    cap = settings.TOOLOPS_DOWNSTREAM_MAX_BYTES
     try:
         response = _pool.request(
             method,
@@ -43,7 +46,9 @@ def send(
             headers=headers,
             timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
             redirect=False,
+            preload_content=False,
         )
+        data = _read_capped(response, cap)
     except NewConnectionError as exc:
         # Refused (or unreachable): the request was never sent.
         return Outcome(failure=Failure.REFUSED, message=f"connection refused ({_reason(exc)})")
@@ -60,10 +65,19 @@ def send(
 
     status = response.status
     request_id = (response.headers.get("x-request-id") or "")[:128]
+    if data is None and 200 <= status < 300:
+        # The downstream answered, and for a write did what was asked: the executor
+        # decides what that means for the call (classify.py, Failure.TOO_LARGE).
+        return Outcome(
+            status=status,
+            failure=Failure.TOO_LARGE,
+            message=too_large_message(cap),
+            request_id=request_id,
+        )
     body_value: Any = None
-    if response.data:
+    if data:
         try:
-            body_value = json.loads(response.data)
+            body_value = json.loads(data)
         except ValueError:
             if 200 <= status < 300:
                 return Outcome(
@@ -74,14 +88,43 @@ def send(
                 )
     if 200 <= status < 300:
         return Outcome(status=status, body=body_value, request_id=request_id)
+    # A refusal is judged by its status alone: an error page past the cap is not read.
+    unread = f" (its body, over {cap} bytes, was not read)" if data is None else ""
     return Outcome(
         status=status,
         body=body_value,
         failure=Failure.HTTP,
-        message=f"HTTP {status}{_detail(body_value)}",
+        message=f"HTTP {status}{_detail(body_value)}{unread}",
         retry_after=parse_retry_after(response.headers.get("retry-after")),
         request_id=request_id,
     )
+
+
+def too_large_message(cap: int) -> str:
+    return f"the response was larger than {_size(cap)}, the most ToolOps reads"
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit} ({n} bytes)"
+    return f"{n} bytes"
+
+
+def _read_capped(response: urllib3.BaseHTTPResponse, cap: int) -> bytes | None:
+    """The (decoded) body, or None when it is longer than `cap` bytes: then no more of it
+    is read than the cap and a chunk, and its connection is closed rather than pooled
+    (the rest of the body is still on it). A compressed body counts as it decodes."""
+    declared = response.headers.get("content-length", "")
+    if not (declared.isdigit() and int(declared) > cap):
+        # One read: urllib3 decodes at most this much (a compression bomb stops here too).
+        data = response.read(cap + 1)
+        if len(data) <= cap:
+            response.release_conn()
+            return data
+    response.close()
+    response.release_conn()
+    return None
 
 
 def _reason(exc: Exception) -> str:
