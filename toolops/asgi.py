@@ -1,4 +1,5 @@
-"""The ASGI application: HTTP (Django) and WebSocket (Channels), behind a body cap."""
+"""The ASGI application: HTTP (Django) and WebSocket (Channels), behind a body cap and
+the trusted-proxy rule for X-Forwarded-* headers."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from django.conf import settings  # noqa: E402
 
 from compensations.routing import websocket_urlpatterns as desk_ws  # noqa: E402
 from toolops.approvals.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
+from toolops.proxies import TrustedProxies  # noqa: E402
 from toolops.tools import builtin, registry  # noqa: E402, F401
 from traces.routing import websocket_urlpatterns as runs_ws  # noqa: E402
 
@@ -108,17 +110,22 @@ async def _too_large(send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-application = BodyLimit(
-    ProtocolTypeRouter(
-        {
-            "http": http_application,
-            "lifespan": mcp_application.lifespan,
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
-            ),
-        }
+# Outermost: X-Forwarded-* from anyone but a trusted proxy is dropped before any of the
+# rest reads it, and a trusted proxy's word becomes the scope's scheme and client.
+application = TrustedProxies(
+    BodyLimit(
+        ProtocolTypeRouter(
+            {
+                "http": http_application,
+                "lifespan": mcp_application.lifespan,
+                "websocket": AllowedHostsOriginValidator(
+                    AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
+                ),
+            }
+        ),
+        settings.BODY_LIMIT_BYTES,
     ),
-    settings.BODY_LIMIT_BYTES,
+    settings.TOOLOPS_TRUSTED_PROXIES,
 )
 
 # Everything loaded at start-up (Django, the catalog, the SDKs) moves out of the garbage
