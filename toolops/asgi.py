@@ -1,5 +1,5 @@
-"""The ASGI application: HTTP (Django) and WebSocket (Channels), behind a body cap and a
-body-read deadline (toolops/bodies.py)."""
+"""The ASGI application: HTTP (Django) and WebSocket (Channels), behind the trusted-proxy
+rule for X-Forwarded-* headers, a body cap and a body-read deadline (toolops/bodies.py)."""
 
 from __future__ import annotations
 
@@ -35,24 +35,30 @@ from django.conf import settings  # noqa: E402
 from compensations.routing import websocket_urlpatterns as desk_ws  # noqa: E402
 from toolops.approvals.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
 from toolops.bodies import BodyLimit  # noqa: E402
+from toolops.proxies import TrustedProxies  # noqa: E402
 from toolops.tools import builtin, registry  # noqa: E402, F401
 from traces.routing import websocket_urlpatterns as runs_ws  # noqa: E402
 
 # The catalog is loaded at start-up: a bad file stops the server here, not mid-call.
 registry.load()
 
-application = BodyLimit(
-    ProtocolTypeRouter(
-        {
-            "http": http_application,
-            "lifespan": mcp_application.lifespan,
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
-            ),
-        }
+# Outermost: X-Forwarded-* from anyone but a trusted proxy is dropped before any of the
+# rest reads it, and a trusted proxy's word becomes the scope's scheme and client.
+application = TrustedProxies(
+    BodyLimit(
+        ProtocolTypeRouter(
+            {
+                "http": http_application,
+                "lifespan": mcp_application.lifespan,
+                "websocket": AllowedHostsOriginValidator(
+                    AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
+                ),
+            }
+        ),
+        limit=settings.BODY_LIMIT_BYTES,
+        timeout_s=settings.TOOLOPS_BODY_READ_TIMEOUT_S,
     ),
-    limit=settings.BODY_LIMIT_BYTES,
-    timeout_s=settings.TOOLOPS_BODY_READ_TIMEOUT_S,
+    settings.TOOLOPS_TRUSTED_PROXIES,
 )
 
 # Everything loaded at start-up (Django, the catalog, the SDKs) moves out of the garbage

@@ -65,3 +65,20 @@ def check_args_keys(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
             id="toolops.W003",
         )
     ]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_metrics_token(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    # /metrics needs no login (a scraper has no session): without a token anyone who can
+    # reach the site reads every tool's name, call volumes, failure rates and breakers.
+    if settings.TOOLOPS_METRICS_TOKEN:
+        return []
+    return [
+        checks.Warning(
+            "TOOLOPS_METRICS_TOKEN is not set: /metrics answers anyone, with every tool's "
+            "name, call counts, failures and breaker states.",
+            hint="Set TOOLOPS_METRICS_TOKEN to a long random string and have the scraper "
+            "send `Authorization: Bearer <it>` (docs/metrics.md).",
+            id="toolops.W010",
+        )
+    ]

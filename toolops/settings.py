@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import ipaddress
 import os
 import secrets
 from datetime import timedelta
@@ -123,10 +124,59 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = HTTPS
 SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
-SECURE_HSTS_PRELOAD = HTTPS
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
+# The preload list is hard to leave (months, by hand) and binds every subdomain to HTTPS:
+# a deployment opts in, it is never implied by TOOLOPS_HTTPS. Django's check --deploy
+# nags about a missing preload (security.W021); that is the choice made here, so it is
+# silenced unless the deployment opted in.
+SECURE_HSTS_PRELOAD = HTTPS and envbool("TOOLOPS_HSTS_PRELOAD", "0")
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+
+def trusted_proxies(raw: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """TOOLOPS_TRUSTED_PROXIES: comma-separated addresses or CIDR networks."""
+    networks = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"TOOLOPS_TRUSTED_PROXIES: {item!r} is not an IP address or network "
+                "(e.g. 10.0.0.5, 10.0.0.0/8, fd00::/8)"
+            ) from None
+    return networks
+
+
+# The proxies (load balancers) in front of ToolOps. Only a request whose peer is one of
+# them may say, in X-Forwarded-Proto and X-Forwarded-For, that the client used HTTPS and
+# what the client's address is; everyone else's X-Forwarded-* headers are dropped before
+# Django, Channels or the MCP server see them (toolops/proxies.py). The scheme then comes
+# from the ASGI scope, so Django's SECURE_PROXY_SSL_HEADER, which trusts the header from
+# anyone, stays off. REMOTE_ADDR is the client's address, a trusted proxy's word included.
+TOOLOPS_TRUSTED_PROXIES = trusted_proxies(os.getenv("TOOLOPS_TRUSTED_PROXIES", ""))
+SECURE_PROXY_SSL_HEADER = None
+
+# Content-Security-Policy (django-csp) on every page of the console and admin: scripts and
+# styles only from this origin's static files, never inline — a value a model or a
+# downstream wrote that slips past escaping still cannot run. htmx is told (base.html's
+# htmx-config) not to inject its inline indicator style and not to eval. connect-src
+# 'self' covers the live pages' WebSockets to this host (ws:/wss:, CSP Level 3).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -139,6 +189,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "template_partials",
+    "csp",
     "channels",
     "axes",
     "django_otp",
@@ -150,6 +201,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "toolops.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -432,6 +484,14 @@ TOOLOPS_METRICS_TOKEN = os.getenv("TOOLOPS_METRICS_TOKEN", "").strip()
 # Spans carry an HMAC of a call's idempotency key under this key, never the key itself
 # (traces/otel.py); unset, a key derived from SECRET_KEY under a label of its own.
 TOOLOPS_SPAN_KEY = os.getenv("TOOLOPS_SPAN_KEY", "")
+# A web process answers /metrics from its last scrape for this long: the whole-table
+# aggregates run at most once per window per process, however many scrapes arrive.
+TOOLOPS_METRICS_CACHE_S = envfloat("TOOLOPS_METRICS_CACHE_S", 5.0)
+if not 0 <= TOOLOPS_METRICS_CACHE_S <= 3600:  # also refuses nan and inf
+    raise ImproperlyConfigured(
+        "TOOLOPS_METRICS_CACHE_S must be 0 to 3600 seconds, "
+        f"got {os.getenv('TOOLOPS_METRICS_CACHE_S')!r}"
+    )
 # The keys that seal full args and results at rest (traces/vault.py): the first encrypts,
 # every one decrypts; rotate with `manage.py rotate_args_keys`.
 TOOLOPS_ARGS_KEYS = args_keys(DATA_DIR)

@@ -1,5 +1,5 @@
 """The run's time axis: where a moment falls on it, in percent (the page's bars are
-positioned divs, no chart library), and how times and durations read on the page."""
+positioned spans, no chart library), and how times and durations read on the page."""
 
 from __future__ import annotations
 
@@ -17,9 +17,15 @@ class Span:
     left: float
     width: float
 
+    # Placed by console.js from data-left / data-width (percent): a style attribute would
+    # need 'unsafe-inline' in the CSP (settings.CONTENT_SECURITY_POLICY).
     @property
-    def style(self) -> str:
-        return f"left:{self.left:.2f}%;width:{self.width:.2f}%"
+    def left_pct(self) -> str:
+        return f"{self.left:.2f}"
+
+    @property
+    def width_pct(self) -> str:
+        return f"{self.width:.2f}"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ agent made up never becomes a series of its own."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import timedelta
@@ -290,3 +292,25 @@ REGISTRY.register(ToolOpsCollector())
 def metrics_text() -> bytes:
     """The Prometheus text exposition of every ToolOps metric, read now."""
     return generate_latest(REGISTRY)
+
+
+# The last answer of this process: (when, by the monotonic clock; the text).
+_last: tuple[float, bytes] | None = None
+_computing = threading.Lock()
+
+
+def metrics_text_cached(*, max_age_s: float) -> bytes:
+    """metrics_text(), or this process's last answer when it is younger than `max_age_s`.
+
+    A scrape runs whole-table aggregates; a flood of scrapes (many scrapers, or one
+    hostile client when /metrics is open) would run them back to back. Per process, not
+    in the shared cache: one process then costs at most one aggregate per window, and
+    the answer never waits on Redis. Concurrent scrapes wait for the one computing
+    instead of each running the aggregates (the lock is held while it computes)."""
+    global _last
+    with _computing:
+        if _last is not None and time.monotonic() - _last[0] < max_age_s:
+            return _last[1]
+        text = metrics_text()
+        _last = (time.monotonic(), text)
+        return text

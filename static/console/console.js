@@ -158,3 +158,29 @@
     }
   });
 })();
+
+// Bars on a time axis (the run's waterfall) carry their place as data-left / data-width,
+// in percent, and are placed here through the CSSOM: a style="" attribute would need
+// 'unsafe-inline' in the page's Content-Security-Policy. Again after every htmx swap.
+(function () {
+  "use strict";
+  function percent(value) {
+    const number = parseFloat(value);
+    return Number.isFinite(number) ? number + "%" : null;
+  }
+  function place(root) {
+    const found = Array.from(root.querySelectorAll("[data-left], [data-width]"));
+    if (root.matches && root.matches("[data-left], [data-width]")) { found.push(root); }
+    found.forEach(function (element) {
+      const left = percent(element.dataset.left);
+      const width = percent(element.dataset.width);
+      if (left !== null) { element.style.left = left; }
+      if (width !== null) { element.style.width = width; }
+    });
+  }
+  if (window.htmx) {
+    htmx.onLoad(place);  // the page itself, then each swapped-in fragment
+  } else {
+    document.addEventListener("DOMContentLoaded", function () { place(document); });
+  }
+})();

@@ -164,7 +164,7 @@ def test_with_redis_the_queue_is_pushed_not_polled(
     log_in(page, server.url, "sam", "/console/tickets/")
     expect(page.get_by_role("heading", name="Tickets")).to_be_visible()
     assert page.locator("#ticket-table").get_attribute("data-live") == "push"
-    page.wait_for_function("document.body.dataset.pushConnected === '1'")
+    expect(page.locator("body")).to_have_attribute("data-push-connected", "1")
     before = len([u for u in requests if "/console/tickets/" in u])
 
     # Made in another thread, as the worker would: Playwright's event loop owns this one.

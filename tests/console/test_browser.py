@@ -261,7 +261,7 @@ def test_a_live_page_told_of_many_changes_fetches_at_most_once_a_second(
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("heading", name=re.compile("Run r-busy"))).to_be_visible()
-    page.wait_for_function("document.body.dataset.pushConnected === '1'")
+    expect(page.locator("body")).to_have_attribute("data-push-connected", "1")
     assert page.locator("#run-body").get_attribute("data-live") == "push"
 
     # A busy run: a change every 50 ms for 2 s, and a new call made before the last one.

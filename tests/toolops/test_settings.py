@@ -24,13 +24,28 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_it_passes_the_deploy_check_with_https_and_a_real_key(tmp_path: Path) -> None:
-    result = run_manage(
-        "check", "--deploy", "--fail-level", "WARNING",
-        TOOLOPS_HTTPS="1", DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
-        TOOLOPS_ARGS_KEYS=Fernet.generate_key().decode(), TOOLOPS_DATA_DIR=str(tmp_path),
-    )  # fmt: skip
+def production_env(tmp_path: Path) -> dict[str, str]:
+    """The production settings the README lists, with made-up values."""
+    return {
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "DJANGO_DEBUG": "0",
+        "DJANGO_ALLOWED_HOSTS": "toolops.example.com",
+        "TOOLOPS_HTTPS": "1",
+        "TOOLOPS_TRUSTED_PROXIES": "10.0.0.0/8",
+        "TOOLOPS_METRICS_TOKEN": secrets.token_urlsafe(32),
+        "TOOLOPS_ARGS_KEYS": Fernet.generate_key().decode(),
+        "DATABASE_URL": "postgres://toolops@db.example.com/toolops",
+        "REDIS_URL": "redis://redis.example.com:6379/0",
+        "TOOLOPS_DATA_DIR": str(tmp_path),
+    }
+
+
+def test_it_passes_the_deploy_check_with_the_readmes_production_settings(
+    tmp_path: Path,
+) -> None:
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING", **production_env(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout, result.stdout
 
 
 def test_it_warns_of_a_host_made_args_key_on_postgresql_only(tmp_path: Path) -> None:

@@ -14,6 +14,13 @@ from toolops.tools import registry
 Catalog = Callable[..., None]
 
 
+@pytest.fixture(autouse=True)
+def fresh_metrics(settings: Any) -> None:
+    # These tests change rows between scrapes and read each scrape's totals: no answer
+    # kept from the scrape before (test_metrics_cache.py tests the cache itself).
+    settings.TOOLOPS_METRICS_CACHE_S = 0
+
+
 @pytest.fixture
 def catalog(settings: Any) -> Iterator[Catalog]:
     """`catalog("slow_tool", …)`: the demo catalog plus these read tools, loaded for this

@@ -82,7 +82,7 @@ def test_it_places_calls_and_attempts_on_the_runs_time_axis(ended: Run) -> None:
     # The 2 s of backoff before the retry is its own stretch, just before it.
     assert (second.wait.left, second.wait.width) == pytest.approx((30, 20))
     assert (second.bar.left, second.bar.width) == pytest.approx((50, 10))
-    assert second.bar.style == "left:50.00%;width:10.00%"
+    assert (second.bar.left_pct, second.bar.width_pct) == ("50.00", "10.00")
 
 
 def test_a_reconcile_look_is_marked_and_has_an_anchor_of_its_own(ended: Run) -> None:
@@ -103,8 +103,10 @@ def test_the_page_shows_bars_anchors_waits_and_the_record(
     reserve = ToolCall.objects.get(tool_call_id="tc-2")
     lane = page.split(f'<tbody id="call-{reserve.call_id}"')[1].split("</tbody>")[0]
     assert f'<tr id="attempt-{reserve.call_id}-2" class="attempt-row">' in lane
-    assert '<span class="wait" style="left:30.00%;width:20.00%"' in lane
-    assert 'class="bar attempt-bar o-ok" style="left:50.00%;width:10.00%"' in lane
+    # Placed by console.js from data attributes: no style="" (the CSP allows none).
+    assert '<span class="wait" data-left="30.00" data-width="20.00"' in lane
+    assert 'class="bar attempt-bar o-ok" data-left="50.00" data-width="10.00"' in lane
+    assert "style=" not in page
     assert "after 2000.0 ms of backoff" in lane
     # Each attempt opens on the call's idempotency record and its downstream request id.
     attempt = lane.split(f'id="attempt-{reserve.call_id}-2"')[1].split("</tr>")[0]
@@ -116,8 +118,8 @@ def test_the_page_shows_bars_anchors_waits_and_the_record(
     # Span ids: the call's, and each attempt's as its child.
     assert f"span <code>{reserve.span_id}</code>" in lane
     # The axis' heading: +0 at the left, the run's 10 s at the right.
-    assert '<span class="tick" style="left:0.0%">+0 ms</span>' in page
-    assert '<span class="tick" style="left:100.0%">+10.0 s</span>' in page
+    assert '<span class="tick" data-left="0.0">+0 ms</span>' in page
+    assert '<span class="tick" data-left="100.0">+10.0 s</span>' in page
 
 
 def test_open_calls_run_to_now_and_say_what_they_wait_for(

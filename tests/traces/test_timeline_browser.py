@@ -95,7 +95,7 @@ def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
         expect(page.locator(f"#call-{first['call_id']}")).to_contain_text("query_stock")
         assert page.locator("#run-body").get_attribute("data-live") == live
         if live == "push":
-            page.wait_for_function("document.body.dataset.pushConnected === '1'")
+            expect(page.locator("body")).to_have_attribute("data-push-connected", "1")
         page.evaluate("window.__notReloaded = true")
         before = len([u for u in requests if f"/console/runs/{run.pk}/" in u])
 

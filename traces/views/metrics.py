@@ -17,7 +17,7 @@ from toolops.permissions import console_required
 from toolops.views.common import HtmxHttpRequest, page_context
 from traces import thresholds, tiles, triage
 from traces.figures import tool_figures
-from traces.metrics import metrics_text
+from traces.metrics import metrics_text_cached
 
 
 def _bearer_ok(request: HttpRequest, expected: str) -> bool:
@@ -31,7 +31,8 @@ def _bearer_ok(request: HttpRequest, expected: str) -> bool:
 @require_GET
 def prometheus_metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text. Open unless TOOLOPS_METRICS_TOKEN is set; then the scraper sends
-    `Authorization: Bearer <token>`. No console login: a scraper has no session."""
+    `Authorization: Bearer <token>`. No console login: a scraper has no session. Each
+    process answers from its last scrape for TOOLOPS_METRICS_CACHE_S seconds."""
     expected = settings.TOOLOPS_METRICS_TOKEN
     if expected and not _bearer_ok(request, expected):
         response = HttpResponse(
@@ -41,7 +42,9 @@ def prometheus_metrics(request: HttpRequest) -> HttpResponse:
         )
         response["WWW-Authenticate"] = 'Bearer realm="toolops-metrics"'
         return response
-    return HttpResponse(metrics_text(), content_type=CONTENT_TYPE_LATEST)
+    # Behind the token check: a cached answer is as secret as a fresh one.
+    text = metrics_text_cached(max_age_s=settings.TOOLOPS_METRICS_CACHE_S)
+    return HttpResponse(text, content_type=CONTENT_TYPE_LATEST)
 
 
 class MetricsQuery(forms.Form):

@@ -74,6 +74,9 @@ def child_env(shop_port: int, data_dir: Path) -> dict[str, str]:
         env["TOOLOPS_TOOLS_FILE"] = str(catalog_for(shop_port, data_dir))
     env["TOOLOPS_DATA_DIR"] = str(data_dir)
     env.setdefault("DJANGO_SETTINGS_MODULE", "toolops.settings")
+    # The metrics scenario reads /metrics just before and after its calls: each scrape
+    # fresh, not the web process's answer of a few seconds ago.
+    env.setdefault("TOOLOPS_METRICS_CACHE_S", "0")
     env["PYTHONUNBUFFERED"] = "1"  # logs reach var/log/ as they happen
     return env
 

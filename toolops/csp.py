@@ -1,0 +1,18 @@
+"""The console's and admin's Content-Security-Policy (settings.CONTENT_SECURITY_POLICY),
+sent by django-csp's middleware.
+
+Django runs a MiddlewareMixin's hooks under ASGI through a thread hop each; these hooks
+only build a header string (no database, no blocking), so they run inline on the event
+loop instead, as toolops/api/middleware.py does for the API's security headers."""
+
+from __future__ import annotations
+
+from csp.middleware import CSPMiddleware
+from django.http import HttpRequest, HttpResponseBase
+
+
+class ContentSecurityPolicyMiddleware(CSPMiddleware):
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        self.process_request(request)
+        response = await self.get_response(request)
+        return self.process_response(request, response)
