@@ -19,6 +19,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
 )
 
+from toolops import jsonbound
 from toolops.executor.classify import Failure, Outcome, parse_retry_after
 
 # Thread-safe; keeps connections alive per host, and checks a pooled connection is still
@@ -63,7 +64,9 @@ def send(
     body_value: Any = None
     if response.data:
         try:
-            body_value = json.loads(response.data)
+            # A downstream is outside too: the bounds of toolops.jsonbound (a deep body
+            # was a RecursionError, NaN a row PostgreSQL refuses).
+            body_value = jsonbound.loads(response.data.decode("utf-8"))
         except ValueError:
             if 200 <= status < 300:
                 return Outcome(
