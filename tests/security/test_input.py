@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.http import Http404
 from mcp.shared.exceptions import MCPError
 from rest_framework.test import APIClient
 
@@ -26,6 +27,7 @@ from tests.console.conftest import (  # noqa: F401 - fixtures shared with the co
 )
 from tests.toolops.api.helpers import assert_problem
 from tests.toolops.test_mcp import mcp_client, server  # noqa: F401 - the MCP server fixture
+from toolops import selectors
 from toolops.approvals.models import Approval
 from toolops.forms import SettleUnknownForm
 from toolops.models import Run, ToolCall
@@ -188,6 +190,9 @@ def test_it_refuses_a_tool_call_id_with_a_trailing_newline(api: APIClient, run: 
 def test_it_does_not_take_a_path_id_with_a_trailing_newline_for_another(
     api: APIClient, run: str
 ) -> None:
+    # "$" matched before a trailing newline: "r-1\n" passed as a well-formed id.
+    with pytest.raises(Http404):
+        selectors.check_id("r-1\n", "run")
     assert api.get("/api/v1/runs/r-1%0A").status_code == 404
     assert api.get("/api/v1/runs/r-1").status_code == 200
 
