@@ -3,12 +3,12 @@ holding a circuit breaker open."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 from jsonschema import Draft202012Validator
 
+from toolops import jsonbound
 from toolops.models import Agent, Run, ToolPolicy
 from toolops.tools.registry import POLICY_FIELDS
 from toolops.tools.spec import ToolSpec
@@ -215,7 +215,7 @@ class SettleUnknownForm(forms.Form):
         if not text:
             return None
         try:
-            return json.loads(text)
+            return jsonbound.loads(text)  # a person pastes it: same bounds as the API
         except ValueError as exc:
             raise forms.ValidationError(f"Enter valid JSON: {exc}.") from None
 

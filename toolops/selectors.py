@@ -15,7 +15,8 @@ from toolops.executor import breaker, claims
 from toolops.models import Agent, Run, ToolCall
 from toolops.rows import RowLoader
 
-ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# \Z, not $: "$" also matches before a trailing newline, and "run-1\n" is not run-1.
+ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}\Z")
 
 
 def check_id(value: str, what: str) -> None:

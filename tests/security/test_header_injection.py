@@ -5,10 +5,10 @@ puts CR/LF or another control character in one, through the API or MCP's `_meta`
 get a 400 (an MCP error), and the downstream — the demo shop, a real HTTP server that
 records every request's headers — must never receive a request with a header it added.
 
-Trailing newlines are a case apart: today an id in a JSON body is trimmed (`"r-1\\n"`
-becomes `r-1`), and in MCP's `_meta` slips past a `$` that matches before a final
-newline (the run is made, and its write fails to send the header). Those tests are
-marked xfail(strict) until the input-rules change refuses them."""
+Trailing newlines are a case apart: an id in a JSON body was once trimmed (`"r-1\\n"`
+became `r-1`), and in MCP's `_meta` slipped past a `$` that matches before a final
+newline (the run was made, and its write failed to send the header). Ids are matched
+whole and never trimmed now, in the API and in MCP alike."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ RESERVE = {"sku": "A12", "qty": 1}
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 INJECTED = "\r\nX-Injected: 1"
 CONTROLS = ["\r\n", "\n", "\r", "\x00", "\t", "\x0b", "\x1b", "\x7f"]
-TRIMMED = pytest.mark.xfail(strict=True, reason="ids are trimmed: fixed by the input-rules change")
 
 
 def nothing_injected(shop: Shop) -> None:
@@ -56,7 +55,6 @@ def test_a_run_id_with_a_control_character_inside_is_refused(
     assert not Run.objects.exists()
 
 
-@TRIMMED
 @pytest.mark.parametrize("end", ["\n", "\r\n", " "])
 def test_a_run_id_ending_in_a_newline_or_space_is_refused_not_trimmed(
     api: APIClient, shop: Shop, end: str
@@ -102,7 +100,6 @@ def test_a_tool_call_id_with_a_control_character_inside_is_refused_and_nothing_i
     assert shop.requests() == [] and not ToolCall.objects.exists()
 
 
-@TRIMMED
 def test_a_tool_call_id_ending_in_a_newline_is_refused_not_trimmed(
     api: APIClient, shop: Shop
 ) -> None:
@@ -127,7 +124,6 @@ def test_a_trace_id_with_a_control_character_is_refused(
     assert not Run.objects.exists()
 
 
-@TRIMMED
 def test_a_trace_id_ending_in_a_newline_is_refused_not_trimmed(api: APIClient, shop: Shop) -> None:
     response = api.post("/api/v1/runs", {"run_id": "r-1", "trace_id": TRACE + "\n"}, format="json")
 
@@ -147,7 +143,6 @@ def test_a_session_key_with_a_control_character_is_refused(
     assert not Run.objects.exists()
 
 
-@TRIMMED
 def test_a_session_key_ending_in_a_newline_is_refused_not_trimmed(
     api: APIClient, shop: Shop
 ) -> None:
@@ -203,7 +198,6 @@ def test_an_mcp_run_id_with_a_control_character_inside_is_refused(
     assert not Run.objects.exists() and shop.requests() == []
 
 
-@TRIMMED
 def test_an_mcp_run_id_ending_in_a_newline_is_refused(
     agent_a: tuple[Agent, str], shop: Shop
 ) -> None:

@@ -23,7 +23,7 @@ from toolops.adapters.openai import (
     run_function_calls,
     run_tool_calls,
 )
-from toolops.client import Run, ToolOps
+from toolops.client import InvalidId, Run, ToolOps
 from toolops.models import ToolPolicy
 
 MODEL = "gpt-test"
@@ -225,3 +225,19 @@ def test_chat_a_charge_waits_for_approval_then_the_same_turn_tells_its_result(
     result = json.loads(told["content"])
     assert result["charge_id"] == shop.state()["charges"][0]["charge_id"]
     assert len(run.get()["calls"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("call_id", "name"), [("call_1\n", "query_stock"), ("call 1", "query_stock"),
+                          ("call_1", "query_stock\n")],
+)  # fmt: skip
+def test_a_model_id_or_name_the_api_would_refuse_is_refused_before_sending(
+    call_id: str, name: str
+) -> None:
+    # Nothing listens on port 1: InvalidId, not a connection error, shows nothing was sent.
+    client = ToolOps("http://127.0.0.1:1", "token")
+    tool_call = {"id": call_id, "type": "function",
+                 "function": {"name": name, "arguments": "{}"}}  # fmt: skip
+    with pytest.raises(InvalidId):
+        run_tool_calls(Run(client, {"run_id": "r-1"}), [tool_call], step_index=0)
+    client.close()

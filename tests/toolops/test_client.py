@@ -19,7 +19,8 @@ from tests.conftest import ROOT, Shop
 from tests.console.conftest import make_user
 from tests.toolops.api.test_run_get import add_calls
 from toolops.approvals.services import approval_decide
-from toolops.client import AsyncToolOps, BadRequest, NotFound, ToolOps, Unauthorized
+from toolops.client import AsyncToolOps, BadRequest, InvalidId, NotFound, ToolOps, Unauthorized
+from toolops.client.sync import Run as ClientRun
 from toolops.models import Approval, Run
 
 RESERVE = {"sku": "A12", "qty": 1}
@@ -132,8 +133,8 @@ def test_the_apis_refusals_are_typed_errors_with_its_message(
         ToolOps(server.url, "not-a-token").tools()
     client = ToolOps(server.url, agent_a[1])
     with client.run() as run:
-        with pytest.raises(BadRequest, match="tool"):
-            run.call("create order!", {})
+        with pytest.raises(BadRequest, match="step_index"):
+            run.call("query_stock", {"sku": "A12"}, step_index=-1)
         with pytest.raises(NotFound):
             client.call_get("c-nosuchcall")
     assert {t["name"] for t in client.tools()} >= {"query_stock", "reserve_stock"}
@@ -188,3 +189,29 @@ def test_the_async_client_follows_a_long_runs_pages(
         add_calls(Run.objects.get(run_id=client.open_run(run_id="r-long").run_id), 1001)
 
     assert len(asyncio.run(main())) == 1001
+
+
+@pytest.mark.parametrize("bad", ["r-1\n", "r-1 ", " r-1", "r/1", "r?1", "", "x" * 129])
+def test_it_refuses_an_id_the_api_would_refuse_before_sending_anything(bad: str) -> None:
+    # Nothing listens on port 1: an InvalidId, not a connection error, shows nothing was sent.
+    client = ToolOps("http://127.0.0.1:1", "token")
+    run = ClientRun(client, {"run_id": "r-1"})
+    with pytest.raises(InvalidId, match="run_id"):
+        client.run_create(run_id=bad)
+    with pytest.raises(InvalidId, match="session_key"):
+        client.run_create(session_key=bad)
+    with pytest.raises(InvalidId, match="tool_call_id"):
+        run.call("query_stock", {}, tool_call_id=bad)
+    with pytest.raises(InvalidId, match="depends_on"):
+        run.call("query_stock", {}, depends_on=["tc-1", bad])
+    with pytest.raises(InvalidId, match="call_id"):
+        client.call_get(bad)
+    client.close()
+
+
+@pytest.mark.parametrize("bad", ["query_stock\n", " query_stock", "query stock", "x" * 65, ""])
+def test_it_refuses_a_tool_name_outside_the_rule_before_sending_anything(bad: str) -> None:
+    client = ToolOps("http://127.0.0.1:1", "token")
+    with pytest.raises(InvalidId, match="tool name"):
+        ClientRun(client, {"run_id": "r-1"}).call(bad, {})
+    client.close()

@@ -253,3 +253,26 @@ def test_the_sessionless_era_and_a_foreign_host_get_clear_refusals(
     assert foreign.status_code == 400 and "Host" in foreign.json()["detail"]
     elsewhere = httpx.get(f"{server.url}/mcp/other", headers=auth)
     assert elsewhere.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "meta", "words"),
+    [
+        ("reserve stock", {}, {}, "tool name"),
+        ("reserve_stock\n", {}, {}, "tool name"),
+        ("x" * 65, {}, {}, "tool name"),
+        ("reserve_stock", {"a": json.loads("[" * 65 + "]" * 65)}, {}, "deeper"),
+        ("reserve_stock", {"qty": float("nan")}, {}, "finite"),
+        ("reserve_stock", {}, {"x": float("inf")}, "_meta"),
+        ("reserve_stock", {}, {"toolops/run_id": "r-1\n"}, "toolops/run_id"),
+        ("reserve_stock", {}, {"toolops/run_id": "r-1 "}, "toolops/run_id"),
+    ],
+)
+def test_params_past_the_rules_are_refused_before_anything_is_written(
+    tool: str, arguments: dict[str, Any], meta: dict[str, Any], words: str
+) -> None:
+    from toolops.mcp import calls
+
+    with pytest.raises(calls.BadMeta, match=words):
+        calls.call(agent=None, session_id="s-1", tool=tool, arguments=arguments, meta=meta,
+                   traceparent="")  # type: ignore[arg-type]  # fmt: skip

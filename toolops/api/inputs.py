@@ -5,13 +5,17 @@ a third of what ToolOps adds to a replay). A call body that is plainly valid —
 API.md names, in range, ids and names of the right shape — is taken here as the
 serializer would take it; anything else, however slightly off, goes to the serializer,
 whose errors are the API's. So the fast check can only ever be stricter than the
-serializer, never more lenient, and tests hold the two to the same answers."""
+serializer, never more lenient, and tests hold the two to the same answers.
+
+`args` sent as a string is parsed here, once, within toolops.jsonbound's bounds: past them
+the body is a 400 naming the bound, as if the args had been sent as an object."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from toolops import jsonbound
 from toolops.selectors import ID_RE
 from toolops.tools.catalog import NAME_RE
 
@@ -21,7 +25,20 @@ DEPENDS_MAX = 100
 
 
 def _id(value: Any) -> bool:
-    return type(value) is str and ID_RE.match(value) is not None and "\n" not in value
+    return type(value) is str and ID_RE.match(value) is not None
+
+
+def args_text(text: str) -> dict[str, Any] | str:
+    """`args` sent as a string: the object it holds. Raises jsonbound.JSONBoundError past
+    the bounds. A string that holds no JSON object is returned as it is: the executor
+    refuses it as invalid_args, which the model is told (API.md)."""
+    try:
+        value = jsonbound.loads(text)
+    except jsonbound.JSONBoundError:
+        raise
+    except ValueError:
+        return text
+    return value if type(value) is dict else text
 
 
 def call_input(data: Any) -> dict[str, Any] | None:
@@ -31,9 +48,14 @@ def call_input(data: Any) -> dict[str, Any] | None:
     step, tool, args = data.get("step_index"), data.get("tool"), data.get("args")
     if type(step) is not int or not 0 <= step <= STEP_MAX:
         return None
-    if type(tool) is not str or NAME_RE.match(tool) is None or "\n" in tool:
+    if type(tool) is not str or NAME_RE.match(tool) is None:
         return None
-    if type(args) is not dict and type(args) is not str:
+    if type(args) is str:
+        try:
+            args = args_text(args)
+        except jsonbound.JSONBoundError:
+            return None  # the serializer's ArgsField words the 400
+    elif type(args) is not dict:
         return None
     out: dict[str, Any] = {"step_index": step, "tool": tool, "args": args}
     if "tool_call_id" in data:

@@ -1,13 +1,16 @@
-"""JSON bodies, strictly: NaN and Infinity are not JSON, and bodies are capped at 1 MiB."""
+"""JSON bodies, strictly: bodies are capped at 1 MiB, and parsed within the bounds of
+toolops.jsonbound (nesting, finite numbers, integer digits), each refused with a 400 that
+names the bound — never a RecursionError or an infinity that fails later as a 500."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
+
+from toolops import jsonbound
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -27,12 +30,10 @@ class StrictJSONParser(JSONParser):
         if len(data) > limit:
             raise PayloadTooLarge()
         try:
-            return json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+            return jsonbound.loads(data.decode("utf-8"))
         except UnicodeDecodeError:
             raise exceptions.ParseError("The request body is not UTF-8.") from None
+        except jsonbound.JSONBoundError as exc:
+            raise exceptions.ParseError(f"The request body is refused: {exc}.") from None
         except ValueError as exc:
             raise exceptions.ParseError(f"The request body is not valid JSON: {exc}") from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed in JSON")

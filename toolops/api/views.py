@@ -12,13 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from toolops import selectors, services
+from toolops import jsonbound, selectors, services
 from toolops.executor import breaker
 from toolops.selectors import ID_RE
 from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 
-from .inputs import call_input
+from .inputs import args_text, call_input
 from .output import (
     BudgetSchema,
     CallSchema,
@@ -30,12 +30,18 @@ from .output import (
     run_out,
 )
 
-TRACE_RE = re.compile(r"^[0-9a-f]{32}$")
+TRACE_RE = re.compile(r"^[0-9a-f]{32}\Z")
 ERRORS = {400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema}
 
 
 class StringOnly:
-    """DRF's CharField turns 12 into "12"; an id or a name must arrive as a string."""
+    """DRF's CharField turns 12 into "12" and trims white space; an id or a name must
+    arrive as a string, and is taken exactly as sent or refused (API.md: "run-1 " and
+    "run-1\\n" are not run-1)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["trim_whitespace"] = False
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str):
@@ -160,6 +166,12 @@ class ArgsField(serializers.Field):
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, (dict, str)):
             raise serializers.ValidationError("must be a JSON object or a string holding one")
+        if isinstance(data, str):
+            try:
+                return args_text(data)
+            except jsonbound.JSONBoundError as exc:
+                message = f"the JSON in this string is refused: {exc}"
+                raise serializers.ValidationError(message) from None
         return data
 
     def to_representation(self, value: Any) -> Any:
@@ -172,7 +184,7 @@ class CallCreateApi(APIView):
             ref_name = "CallCreateInput"
 
         step_index = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-        tool = ToolNameField(trim_whitespace=True)
+        tool = ToolNameField()
         args = ArgsField()
         tool_call_id = IdField(required=False)
         depends_on = serializers.ListField(child=IdField(), required=False, max_length=100)

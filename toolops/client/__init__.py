@@ -15,7 +15,8 @@ Retries are made only where API.md makes them safe: every call carries a tool_ca
 (the caller's, or one made here before the first try), so sending it again answers the
 recorded call instead of running it twice; a run carries its run_id likewise. Network
 failures and 502/503/504 are tried again (3 tries, short backoff); any other answer is
-returned, or raised as a ToolOpsError with the API's own message.
+returned, or raised as a ToolOpsError with the API's own message. An id or a tool name
+the API would refuse is an InvalidId (a ValueError) before anything is sent.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .calls import (
     BadRequest,
     Call,
     Conflict,
+    InvalidId,
     NotFound,
     ServerError,
     ToolOpsError,
@@ -33,6 +35,6 @@ from .calls import (
 from .sync import Run, ToolOps
 
 __all__ = [
-    "AsyncRun", "AsyncToolOps", "BadRequest", "Call", "Conflict", "NotFound", "Run",
+    "AsyncRun", "AsyncToolOps", "BadRequest", "Call", "Conflict", "InvalidId", "NotFound", "Run",
     "ServerError", "ToolOps", "ToolOpsError", "Unauthorized",
 ]  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,30 @@ USABLE = ("succeeded", "degraded")
 TRIES = 3
 RETRY_STATUSES = (502, 503, 504)
 LONG_POLL_MAX_S = 30.0  # API.md: ?wait=N with N ≤ 30
+# API.md's rules, matched whole (fullmatch): an id is never trimmed, and "$" in a regex
+# would also take a trailing newline. This package imports no other ToolOps module.
+ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+class InvalidId(ValueError):
+    """An id or a tool name the API would refuse, found before anything is sent: an id
+    also becomes part of a URL path, where "/" or "?" would name another resource."""
+
+
+def check_id(value: Any, what: str) -> str:
+    if not isinstance(value, str) or ID_RE.fullmatch(value) is None:
+        raise InvalidId(f"{what} must be 1-128 characters from [A-Za-z0-9._:-], "
+                        f"exactly as sent (got {value!r:.60})")  # fmt: skip
+    return value
+
+
+def check_name(value: Any) -> str:
+    if not isinstance(value, str) or NAME_RE.fullmatch(value) is None:
+        raise InvalidId(
+            f"a tool name must be 1-64 characters from [a-zA-Z0-9_-] (got {value!r:.60})"
+        )
+    return value
 
 
 def result_text(result: Any) -> str:
@@ -132,13 +157,16 @@ def _call_body(
 ) -> JSON:  # fmt: skip
     body: JSON = {
         "step_index": step_index,
-        "tool": tool,
+        "tool": check_name(tool),
         "args": args if isinstance(args, str) else dict(args),
         # Made here, before the first try, so that a retry is the same request.
-        "tool_call_id": tool_call_id or f"tc-{uuid.uuid4().hex[:20]}",
-    }
+        "tool_call_id": (
+            f"tc-{uuid.uuid4().hex[:20]}" if tool_call_id is None
+            else check_id(tool_call_id, "tool_call_id")
+        ),
+    }  # fmt: skip
     if depends_on:
-        body["depends_on"] = list(depends_on)
+        body["depends_on"] = [check_id(i, "depends_on") for i in depends_on]
     if tokens:
         body["tokens"] = tokens
     if wait:
@@ -151,7 +179,11 @@ def _run_body(
     budget: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
     trace_id: str | None = None,
 ) -> JSON:  # fmt: skip
-    body: JSON = {"run_id": run_id or f"r-{uuid.uuid4().hex[:20]}"}
+    body: JSON = {
+        "run_id": f"r-{uuid.uuid4().hex[:20]}" if run_id is None else check_id(run_id, "run_id")
+    }
+    if session_key is not None:
+        check_id(session_key, "session_key")
     for name, value in (
         ("session_key", session_key), ("budget", budget), ("metadata", metadata),
         ("trace_id", trace_id),

@@ -20,6 +20,7 @@ from .calls import (
     _delay,
     _error,
     _run_body,
+    check_id,
     client_options,
 )
 
@@ -96,8 +97,9 @@ class ToolOps:
         run.complete()
 
     def call_get(self, call_id: str, *, wait: float = 0) -> Call:
+        path = f"/calls/{check_id(call_id, 'call_id')}"
         params = {"wait": f"{min(wait, LONG_POLL_MAX_S):g}"} if wait > 0 else None
-        return Call(self.request("GET", f"/calls/{call_id}", retry=True, params=params))
+        return Call(self.request("GET", path, retry=True, params=params))
 
 
 class Run:

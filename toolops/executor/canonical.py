@@ -1,15 +1,20 @@
 """Canonical args: what makes model jitter (key order, white space, 199 vs "199.00")
 produce one idempotency key. RFC 8785 serialisation comes from the `rfc8785` library;
-the schema-aware normalisation before it is ours."""
+the schema-aware normalisation before it is ours. Numbers are held to API.md's bounds
+(toolops.executor.numbers) before any conversion, so that no args cost more to make
+canonical than to read."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import Decimal, DecimalException, localcontext
 from typing import Any
 
 import rfc8785
+
+from toolops import jsonbound
+
+from .numbers import RULE, NumberBoundError, decimal_of, in_bounds
 
 MAX_DIGITS = 200
 
@@ -23,11 +28,20 @@ class ArgsError(ValueError):
         self.message = message
 
 
+class _OutOfBounds(Exception):
+    """A value past the bounds, deep in the args; its path is filled in on the way up."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str] = []
+
+
 def parse_args(raw: Any) -> dict[str, Any]:
     """Args arrive as an object, or as a string holding one (OpenAI-style clients)."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw, parse_constant=_reject_constant)
+            raw = jsonbound.loads(raw)
         except ValueError as exc:
             raise ArgsError("args", f"args is a string but not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
@@ -43,7 +57,18 @@ def normalize(value: Any, schema: dict[str, Any] | None, *, canonical: bool = Tr
     canonical=False only makes the args fit their schema — a number where a decimal string
     is wanted becomes that string, a quoted number where a number is wanted becomes the
     number — and otherwise leaves them as the model sent them: that is what the tool gets.
+
+    A number past API.md's bounds (or a numeric string for an integer, number or decimal
+    field) is an ArgsError naming its field when canonical; otherwise it is left as sent.
     """
+    try:
+        return _normalize(value, schema, canonical)
+    except _OutOfBounds as exc:
+        where = ".".join(reversed(exc.path)) or "args"
+        raise ArgsError(where, f"field {where!r}: {exc.reason}") from None
+
+
+def _normalize(value: Any, schema: dict[str, Any] | None, canonical: bool) -> Any:
     schema = schema or {}
     if schema.get("format") == "decimal":
         return _decimal_string(value, schema) if canonical else _decimal_conform(value)
@@ -51,19 +76,35 @@ def normalize(value: Any, schema: dict[str, Any] | None, *, canonical: bool = Tr
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties")
         fallback = extra if isinstance(extra, dict) else None
-        return {
-            k: normalize(v, props.get(k, fallback), canonical=canonical) for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            try:
+                out[k] = _normalize(v, props.get(k, fallback), canonical)
+            except _OutOfBounds as exc:
+                exc.path.append(str(k))
+                raise
+        return out
     if isinstance(value, list):
         items = schema.get("items") if isinstance(schema.get("items"), dict) else None
-        return [normalize(v, items, canonical=canonical) for v in value]
+        out_list = []
+        for i, v in enumerate(value):
+            try:
+                out_list.append(_normalize(v, items, canonical))
+            except _OutOfBounds as exc:
+                exc.path.append(str(i))
+                raise
+        return out_list
     if isinstance(value, str):
         # Models often quote numbers: "2" where the schema says integer.
         if schema.get("type") in ("integer", "number") and value.strip():
-            number = _to_decimal(value.strip())
+            number = _bounded(value, canonical)
             if number is not None:
                 return _number(number)
         return value.strip() if canonical else value
+    if not in_bounds(value):
+        if canonical:
+            raise _OutOfBounds(f"{_shown(value)}: {RULE}")
+        return value
     if canonical and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value
@@ -81,7 +122,7 @@ def digest(data: bytes) -> str:
 
 
 def _decimal_conform(value: Any) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and in_bounds(value):
         number = _to_decimal(value)
         return value if number is None else f"{number:f}"
     return value
@@ -90,7 +131,9 @@ def _decimal_conform(value: Any) -> Any:
 def _decimal_string(value: Any, schema: dict[str, Any]) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return value  # the schema validation names the problem
-    number = _to_decimal(value.strip() if isinstance(value, str) else value)
+    if not isinstance(value, str) and not in_bounds(value):
+        raise _OutOfBounds(f"{_shown(value)}: {RULE}")
+    number = _bounded(value, True) if isinstance(value, str) else _to_decimal(value)
     if number is None:
         return value.strip() if isinstance(value, str) else value
     places = _decimal_places(schema)
@@ -100,8 +143,8 @@ def _decimal_string(value: Any, schema: dict[str, Any]) -> Any:
             if places is not None:
                 return f"{number.quantize(Decimal(1).scaleb(-places)):f}"
             return f"{number.normalize():f}"
-        except InvalidOperation:
-            raise ArgsError("args", f"{value!r} has more than {MAX_DIGITS} digits") from None
+        except DecimalException:  # InvalidOperation past the digits; Overflow on a schema's
+            raise _OutOfBounds(f"{_shown(value)} has more than {MAX_DIGITS} digits") from None
 
 
 def _decimal_places(schema: dict[str, Any]) -> int | None:
@@ -114,11 +157,19 @@ def _decimal_places(schema: dict[str, Any]) -> int | None:
     return None
 
 
-def _to_decimal(value: Any) -> Decimal | None:
+def _bounded(text: str, canonical: bool) -> Decimal | None:
+    """The finite number a string writes, or None; past the bounds, refused when
+    canonical (otherwise the string is left as sent, and refused by the canonical pass)."""
     try:
-        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
-    except InvalidOperation:
+        return decimal_of(text)
+    except NumberBoundError as exc:
+        if canonical:
+            raise _OutOfBounds(str(exc)) from None
         return None
+
+
+def _to_decimal(value: int | float) -> Decimal | None:
+    number = Decimal(value) if isinstance(value, int) else Decimal(str(value))
     return number if number.is_finite() else None
 
 
@@ -126,6 +177,11 @@ def _number(number: Decimal) -> int | float:
     if number == number.to_integral_value():
         return int(number)
     return float(number)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text[:40] + "…" if len(text) > 40 else text
 
 
 def _json_type(value: Any) -> str:
@@ -138,7 +194,3 @@ def _json_type(value: Any) -> str:
         str: "a string",
         list: "an array",
     }.get(type(value), type(value).__name__)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")

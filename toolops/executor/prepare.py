@@ -6,7 +6,6 @@ one query can also find a replay."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
@@ -16,6 +15,7 @@ from toolops.tools.spec import ToolSpec
 
 from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .keys import idempotency_key
+from .numbers import decimal_of
 
 
 @dataclass
@@ -47,10 +47,10 @@ _format_checker = FormatChecker()
 def _is_decimal(value: object) -> bool:
     if not isinstance(value, str):
         return True  # the "type" keyword judges non-strings
-    try:
-        return Decimal(value).is_finite()
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a decimal number") from None
+    # Bounded before Decimal sees it: a huge exponent is cheap to parse, costly to use.
+    if decimal_of(value) is None:  # NumberBoundError (a ValueError) past the bounds
+        raise ValueError(f"{value[:40]!r} is not a decimal number")
+    return True
 
 
 def write_key(

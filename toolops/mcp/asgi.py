@@ -23,6 +23,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from toolops import jsonbound
 from toolops.api.auth import RateLimited, agent_for_token
 
 from .server import AGENT_SCOPE_KEY, build
@@ -128,7 +129,7 @@ async def _unsupported_version(receive: Any, send: Any, version: str) -> None:
         if message["type"] != "http.request" or not message.get("more_body"):
             break
     try:
-        request_id = json.loads(b"".join(chunks)).get("id")
+        request_id = jsonbound.loads(b"".join(chunks).decode("utf-8")).get("id")
     except (ValueError, AttributeError):
         request_id = None
     error = {

@@ -11,11 +11,12 @@ from django.conf import settings
 from django.http import Http404
 from rest_framework.exceptions import APIException
 
-from toolops import selectors, services
+from toolops import jsonbound, selectors, services
 from toolops.api.output import call_out
 from toolops.client.calls import result_text
 from toolops.models import Agent, Run
 from toolops.tools import registry
+from toolops.tools.catalog import NAME_RE
 from toolops.tools.spec import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,9 @@ STEP_KEY = "toolops/step_index"
 
 
 class BadMeta(ValueError):
-    """`_meta` names a run or step ToolOps cannot use; the message says which and why."""
+    """`_meta` names a run or step ToolOps cannot use, or the tool's name or arguments are
+    past API.md's rules (answered as invalid params, before anything is written); the
+    message says which and why."""
 
 
 @dataclass
@@ -70,6 +73,7 @@ def call(
     `_meta` names, else 0 — so the same write with the same args, sent again by a client
     that retries without ids, is the same call (answered from the record, never sent
     twice). A call that waits for a reviewer is waited for up to TOOLOPS_MCP_WAIT_S."""
+    _check_params(tool, arguments, meta)
     run_id, step_index = _placement(meta, session_id)
     request = services.CallRequest(
         step_index=step_index, tool=tool, args=arguments or {}, traceparent=traceparent,
@@ -111,6 +115,18 @@ def outcome_of(out: dict[str, Any]) -> Outcome:
         )
         return Outcome(text, None, True)
     return Outcome(out.get("feedback") or f"{out['tool']} {status}", None, True)
+
+
+def _check_params(tool: str, arguments: dict[str, Any] | None, meta: dict[str, Any]) -> None:
+    """The SDK parsed the JSON-RPC body (pydantic's parser: nesting up to 200 deep, NaN and
+    Infinity taken): hold what it made to the API's bounds, and the name to the tool rule."""
+    if not isinstance(tool, str) or NAME_RE.match(tool) is None:
+        raise BadMeta(f"the tool name must be 1-64 letters, digits, _ or - (got {tool[:40]!r})")
+    try:
+        jsonbound.check(arguments, what="arguments")
+        jsonbound.check(meta, what="_meta")
+    except jsonbound.JSONBoundError as exc:
+        raise BadMeta(str(exc)) from None
 
 
 def _placement(meta: dict[str, Any], session_id: str | None) -> tuple[str, int]:

@@ -13,7 +13,7 @@ from jsonschema.exceptions import SchemaError
 
 from .spec import KINDS, BreakerConfig, Mapping, ToolSpec
 
-NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" would take a trailing newline
 MAPPING_RE = re.compile(r"^\$\.(args|result)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 REDACT_PATH_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 

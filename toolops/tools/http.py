@@ -21,6 +21,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
 )
 
+from toolops import jsonbound
 from toolops.executor.classify import Failure, Outcome, parse_retry_after
 
 # Thread-safe; keeps connections alive per host, and checks a pooled connection is still
@@ -77,7 +78,9 @@ def send(
     body_value: Any = None
     if data:
         try:
-            body_value = json.loads(data)
+            # A downstream is outside too: the bounds of toolops.jsonbound (a deep body
+            # was a RecursionError, NaN a row PostgreSQL refuses).
+            body_value = jsonbound.loads(data.decode("utf-8"))
         except ValueError:
             if 200 <= status < 300:
                 return Outcome(

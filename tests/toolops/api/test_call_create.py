@@ -214,12 +214,15 @@ def test_it_refuses_a_name_that_cannot_be_a_tool(
     assert shop.requests() == []
 
 
-def test_it_still_trims_the_white_space_around_a_name(
-    api: APIClient, run: dict[str, Any], shop: Shop
+@pytest.mark.parametrize("tool", [" query_stock", "query_stock ", "query_stock\n"])
+def test_it_refuses_a_name_with_white_space_instead_of_trimming_it(
+    api: APIClient, run: dict[str, Any], shop: Shop, tool: str
 ) -> None:
-    data = call(api, step_index=0, tool=" query_stock\n", args={"sku": "A12"})
+    response = post_call(api, "r-1", step_index=0, tool=tool, args={"sku": "A12"})
 
-    assert (data["tool"], data["status"]) == ("query_stock", "succeeded")
+    assert_problem(response, 400)
+    assert not ToolCall.objects.exists()
+    assert shop.requests() == []
 
 
 @pytest.mark.parametrize(

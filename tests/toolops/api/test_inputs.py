@@ -38,6 +38,12 @@ ODD = [
     {k: v for k, v in BASE.items() if k != "args"},
     {**BASE, "tool_call_id": "tc 1"},
     {**BASE, "tool_call_id": "tc-1\n"},
+    {**BASE, "tool_call_id": "tc-1 "},
+    {**BASE, "depends_on": ["tc-1\n"]},
+    {**BASE, "tool": "create_order "},
+    {**BASE, "args": '{"sku": ' + "[" * 65 + "]" * 65 + "}"},
+    {**BASE, "args": '{"sku": NaN}'},
+    {**BASE, "args": '{"sku": 1e999}'},
     {**BASE, "tool_call_id": 12},
     {**BASE, "tool_call_id": None},
     {**BASE, "depends_on": ["tc-1", "bad id"]},
@@ -71,3 +77,18 @@ def test_a_plainly_valid_body_is_taken_as_the_serializer_takes_it(body: dict[str
 @pytest.mark.parametrize("body", ODD)
 def test_anything_else_goes_to_the_serializer(body: Any) -> None:
     assert call_input(body) is None
+
+
+@pytest.mark.parametrize(
+    "args", ['{"sku": ' + "[" * 65 + "]" * 65 + "}", '{"sku": NaN}', '{"sku": 1e999}']
+)
+def test_the_serializer_refuses_args_text_past_the_bounds(args: str) -> None:
+    serializer = CallCreateApi.InputSerializer(data={**BASE, "args": args})
+    assert not serializer.is_valid()
+    assert list(serializer.errors) == ["args"]
+
+
+def test_args_text_that_is_not_an_object_is_left_for_the_executor() -> None:
+    for text in ("{not json", "[1, 2]", "3"):
+        assert call_input({**BASE, "args": text}) == {**serializer_says({**BASE, "args": text})}
+        assert call_input({**BASE, "args": text})["args"] == text

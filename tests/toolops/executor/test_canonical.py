@@ -15,7 +15,7 @@ from toolops.executor.canonical import ArgsError, canonical_json, normalize, par
 from toolops.executor.keys import client_reference, idempotency_key
 from toolops.models import IdempotencyRecord, ToolCall
 
-from .helpers import allow_without_approval, call_ok, start_run
+from .helpers import allow_without_approval, call_ok, post_call, start_run
 
 
 def order(**changes: Any) -> dict[str, Any]:
@@ -105,11 +105,15 @@ def test_it_fails_args_that_cannot_be_canonicalised_without_calling_the_downstre
     start_run(api)
 
     huge = call_ok(api, step_index=1, tool="create_order", args=order(qty=10**30))
-    nan_text = '{"sku": "A12", "qty": NaN, "amount": "1"}'
-    nan = call_ok(api, step_index=2, tool="create_order", args=nan_text)
     nan_amount = call_ok(api, step_index=3, tool="create_order", args=order(amount="NaN"))
+    past = call_ok(api, step_index=4, tool="create_order", args=order(amount="1e400"))
+    # NaN in a string of args is JSON past the bounds, as in the body: a 400 (API.md).
+    nan_text = '{"sku": "A12", "qty": NaN, "amount": "1"}'
+    nan = post_call(api, "r-1", step_index=2, tool="create_order", args=nan_text)
+    assert nan.status_code == 400, nan.content
+    assert "NaN" in nan.json()["detail"]
 
-    for answer in (huge, nan, nan_amount):
+    for answer in (huge, nan_amount, past):
         assert answer["status"] == "failed", answer
         assert answer["error"]["class"] == "fatal"
         assert answer["error"]["reason"] == "invalid_args"
@@ -337,3 +341,56 @@ def test_it_derives_the_client_reference_from_the_key() -> None:
     assert client_reference(key) == client_reference(key)
     assert client_reference(key) != client_reference(_key(step_index=5))
     assert 0 < len(client_reference(key)) <= 64
+
+
+# -- bounds (API.md: past 1e308 or an exponent past ±1000 is invalid_args naming the field)
+
+BOUNDED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "qty": {"type": "integer"},
+        "price": {"type": "string", "format": "decimal", "x-decimal-places": 2},
+        "amount": {"type": "string", "format": "decimal"},
+        "lines": {"type": "array", "items": {"type": "object", "properties": {
+            "qty": {"type": "integer"}}}},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"qty": "1e1000000"}, "qty"),
+        ({"qty": "1e9999999"}, "qty"),
+        ({"price": "1e1000000"}, "price"),
+        ({"amount": "1e9999999"}, "amount"),
+        ({"amount": "1e-1001"}, "amount"),
+        ({"amount": 10**309}, "amount"),
+        ({"lines": [{"qty": 1}, {"qty": "2e400"}]}, "lines.1.qty"),
+        ({"extra": {"n": 1.5e308}}, "extra.n"),
+    ],
+)
+def test_it_refuses_a_number_past_the_bounds_naming_its_field(
+    args: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ArgsError) as caught:
+        normalize(args, BOUNDED_SCHEMA)
+    assert caught.value.field == field
+    assert f"field {field!r}" in caught.value.message
+    # Only made to fit the schema (what the tool would get), it is left as sent.
+    assert normalize(args, BOUNDED_SCHEMA, canonical=False) == args
+
+
+def test_a_schemas_precision_cannot_overflow() -> None:
+    schema = {"type": "object", "properties": {
+        "p": {"type": "string", "format": "decimal", "x-decimal-places": -(10**9)}}}  # fmt: skip
+    with pytest.raises(ArgsError) as caught:
+        normalize({"p": "12.5"}, schema)
+    assert caught.value.field == "p"
+
+
+def test_args_sent_as_a_string_are_parsed_within_the_bounds() -> None:
+    with pytest.raises(ArgsError, match="deeper than 64"):
+        parse_args('{"x": ' + "[" * 5000 + "]" * 5000 + "}")
+    with pytest.raises(ArgsError, match="does not fit a double"):
+        parse_args('{"x": 1e999}')
