@@ -8,7 +8,7 @@ from traces.views import metrics as traces_metrics
 from traces.views import timeline as traces_timeline
 
 from .approvals import views as approvals
-from .views import health, runs, tools, unknown
+from .views import agents, health, runs, tools, unknown
 
 app_name = "console"
 
@@ -21,6 +21,8 @@ urlpatterns = [
     path("calls/<str:call_id>/", traces_timeline.call_detail, name="call"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/<str:name>/policy/", tools.tool_policy_edit, name="tool-policy"),
+    path("agents/", agents.agent_list, name="agents"),
+    path("agents/<int:pk>/rate-limit/", agents.agent_rate_limit_edit, name="agent-rate-limit"),
     path("unknown/", unknown.unknown_list, name="unknown"),
     path("unknown/<int:pk>/settle/", unknown.unknown_settle, name="unknown-settle"),
     path("health/", health.tool_health, name="health"),
