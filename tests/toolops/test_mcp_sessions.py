@@ -49,3 +49,19 @@ def test_an_agent_at_its_session_cap_gets_a_clear_429_and_an_ended_one_frees_a_p
     })  # fmt: skip
     assert ended.status_code == 200
     assert open_session(server.url, agent_a[1]).status_code == 200
+
+
+def mcp_post(url: str, token: str, sid: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{url}/mcp/", json=body, timeout=60,
+        headers={"Authorization": f"Bearer {token}", "mcp-session-id": sid,
+                 "mcp-protocol-version": "2025-06-18",
+                 "accept": "application/json, text/event-stream"},
+    )  # fmt: skip
+
+
+def ready_session(url: str, token: str) -> str:
+    sid = open_session(url, token).headers["mcp-session-id"]
+    done = mcp_post(url, token, sid, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202
+    return sid
