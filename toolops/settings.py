@@ -336,7 +336,7 @@ TOOLOPS_APPROVAL_GRACE_S = envfloat("TOOLOPS_APPROVAL_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
 # Threads serving the executor API in each web process (toolops/api/middleware.py): as
 # many as the database pool's connections, since each request holds one while it runs
-# (a long-poll too: `wait` up to 30 s).
+# (a long-poll holds none while it waits: toolops/api/longpoll.py).
 TOOLOPS_API_THREADS = envint("TOOLOPS_API_THREADS", envint("TOOLOPS_DB_POOL_MAX", 20))
 if TOOLOPS_API_THREADS < 1:
     raise ImproperlyConfigured(f"TOOLOPS_API_THREADS must be at least 1, got {TOOLOPS_API_THREADS}")

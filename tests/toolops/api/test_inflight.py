@@ -100,3 +100,29 @@ def test_two_web_processes_share_one_agents_cap_through_redis(
     assert all(f.result().status_code == 202 for f in polls)
     assert b.get("/tools").status_code == 200  # the slots came back
     pool.shutdown()
+
+
+def test_the_handler_gives_a_slot_back_when_the_request_fails(settings: Any) -> None:
+    from toolops.api.middleware import ApiASGIHandler
+
+    settings.REDIS_URL = ""
+    handler = ApiASGIHandler()
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("the view blew up")
+
+    handler._respond = broken  # type: ignore[method-assign]
+    scope = {
+        "type": "http", "method": "GET", "path": "/api/v1/tools", "query_string": b"",
+        "headers": [(b"authorization", b"Bearer tops_x")],
+    }  # fmt: skip
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(handler(scope, receive, send))
+    assert handler.slots.counts == {}  # type: ignore[union-attr]
