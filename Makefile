@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/traces.py
 	$(PY) bench/flat.py
+	$(PY) bench/attack.py
 
 clean:
 	rm -rf $(VENV) var

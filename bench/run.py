@@ -132,7 +132,11 @@ class Bench:
              "--settings", "bench.floor.settings"],
             self.env, "migrate (floor)",
         )  # fmt: skip
-        out = run_checked([PY, "manage.py", "create_agent", "bench"], self.env, "create_agent")
+        out = run_checked(
+            [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"],
+            self.env,
+            "create_agent",
+        )
         self.token = out.strip().splitlines()[-1].strip()
         self.step(f"database: fresh {self.o.dbos_database_url} for DBOS, migrate …")
         if importlib.util.find_spec("dbos") is None:

@@ -134,7 +134,9 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
     say("traces: fresh database, migrate, agent …")
     fresh_database(o.database_url)
     run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
-    out = run_checked([PY, "manage.py", "create_agent", "bench"], env, "create_agent")
+    out = run_checked(
+        [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"], env, "create_agent"
+    )
     token = out.strip().splitlines()[-1].strip()
 
     procs.start("downstream", [PY, str(BENCH / "downstream.py"), "--host", HOST,

@@ -28,6 +28,7 @@ urlpatterns = [
     path("calls/<str:call_id>/", traces_timeline.call_detail, name="call"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/<str:name>/policy/", tools.tool_policy_edit, name="tool-policy"),
+    path("agents/<int:pk>/rate-limit/", agents.agent_rate_limit_edit, name="agent-rate-limit"),
     path("unknown/", unknown.unknown_list, name="unknown"),
     path("unknown/<int:pk>/settle/", unknown.unknown_settle, name="unknown-settle"),
     path("health/", health.tool_health, name="health"),

@@ -262,3 +262,26 @@ class BreakerForceOpenForm(forms.Form):
         max_length=200, label="Reason",
         widget=forms.TextInput(attrs={"placeholder": "why"}),
     )  # fmt: skip
+
+
+class AgentRateLimitForm(forms.Form):
+    """An agent's requests per minute, as an operator sets it: empty or 0 means no limit."""
+
+    MAX_PER_MINUTE = 1_000_000
+
+    rate_limit_per_minute = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_PER_MINUTE,
+        label="Requests per minute",
+        help_text=f"A whole number from 1 to {MAX_PER_MINUTE:,}; empty or 0 for no limit.",
+        error_messages={
+            "invalid": "Enter a whole number of requests per minute (such as 600), or leave "
+            "it empty for no limit.",
+            "min_value": "The limit cannot be negative: enter 0 or leave it empty for none.",
+            "max_value": f"At most {MAX_PER_MINUTE:,} requests per minute.",
+        },
+    )
+
+    def per_minute(self) -> int | None:
+        return self.cleaned_data["rate_limit_per_minute"] or None

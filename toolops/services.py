@@ -65,6 +65,22 @@ def agent_create(
     return agent, token
 
 
+def agent_rate_limit_set(*, agent: Agent, per_minute: int | None, by: AbstractBaseUser) -> Agent:
+    """An operator's change of an agent's per-minute limit (None: no limit), audited
+    together. Every process applies it within AGENT_CACHE_S."""
+    before = agent.rate_limit_per_minute
+    with transaction.atomic():
+        agent.rate_limit_per_minute = per_minute
+        agent.save(update_fields=["rate_limit_per_minute"])
+        audit_record(
+            actor=by, action=Action.AGENT_RATE_LIMIT, obj=agent,
+            detail={"agent": agent.name, "before": before, "after": per_minute},
+            summary=f"Rate limit of agent {agent.name}: "
+            f"{before or 'none'} → {per_minute or 'none'} a minute",
+        )  # fmt: skip
+    return agent
+
+
 def run_create(
     *,
     agent: Agent,
@@ -144,6 +160,7 @@ def _duplicate_probe(prepared: Prepared) -> tuple[str, str, int] | None:
 def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
     # A replay's span needs its start; nothing else on this path does.
     started = timezone.now() if traces.spans_exporting() else None
+    begun = time.monotonic()
     answer = _call_submit(run=run, request=request, prepared=prepared)
     if answer.replayed:
         if started is not None:
@@ -152,19 +169,39 @@ def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = N
         # tool_call_id, or after waiting for the first request): no call row is written,
         # so the hit rate counts it here, in one statement.
         traces.replay_noted(tool=answer.call.tool)
-    if answer.call.is_waiting and request.wait > 0:
-        answer.call = call_wait(call=answer.call, seconds=request.wait)
+    # A duplicate may already have waited for the first request: `wait` is the whole wait.
+    left = request.wait - (time.monotonic() - begun)
+    if answer.call.is_waiting and left > 0:
+        answer.call = call_wait(call=answer.call, seconds=left)
     return answer
 
 
+# A long-poll looks again after each of these pauses (then every LONG_POLL_PAUSES[-1] s).
+LONG_POLL_PAUSES = (0.05, 0.075, 0.11, 0.17, 0.25, 0.38, 0.5)
+
+
 def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
-    """Long-poll: hold while the call is pending_approval or in_progress."""
+    """Long-poll in this thread: hold while the call is pending_approval or in_progress.
+    For callers without an event loop (the MCP server's worker threads, tests' clients);
+    the served API waits on its event loop instead (toolops/api/longpoll.py)."""
     deadline = time.monotonic() + seconds
-    pause = 0.05
+    looks = 0
     while call.is_waiting and time.monotonic() < deadline:
+        pause = LONG_POLL_PAUSES[min(looks, len(LONG_POLL_PAUSES) - 1)]
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 1.5, 0.5)
+        looks += 1
         call.refresh_from_db()
+    return call_wait_ended(call=call)
+
+
+def call_wait_look(*, call: ToolCall) -> bool:
+    """One look for a long-poll: True once the call no longer waits."""
+    call.refresh_from_db()
+    return not call.is_waiting
+
+
+def call_wait_ended(*, call: ToolCall) -> ToolCall:
+    """The call as a long-poll answers it."""
     if call.approval_id:
         # refresh_from_db keeps a related object it already holds: read the decision anew.
         call.approval = Approval.objects.select_related("decided_by", "duplicate_of").get(

@@ -130,6 +130,7 @@ def console_pages(rows: dict[str, Any], ticket: Ticket, user: Any) -> dict[str, 
         "ticket": f"/console/tickets/{ticket.pk}/",
         "audit": "/console/audit/",
         "agents": "/console/agents/",
+        "agent-rate-limit": f"/console/agents/{run.agent_id}/rate-limit/",
         "lockouts": "/console/lockouts/",
         "two-factor": "/console/account/two-factor/",
         "login-code": "/console/login/code/",  # no password step pending: the login page

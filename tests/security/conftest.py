@@ -122,6 +122,7 @@ def snapshot(client: Client | None = None) -> tuple[Any, ...]:
         rows(TicketEvent, "kind"),
         rows(Compensation, "status", "rounds"),
         rows(ToolPolicy),
+        rows(Agent, "rate_limit_per_minute"),
         rows(CircuitBreaker, "state", "forced", "open_until"),
         LogEntry.objects.count(),
         FullArgsRead.objects.count(),

@@ -86,6 +86,7 @@ ROUTES: dict[str, Kwargs] = {
     "lockouts": _none,
     "lockout-unlock": _none,
     "agents": _none,
+    "agent-rate-limit": lambda w: {"pk": w.agent.pk},
 }
 
 # The routes that take a POST, each with the body its own form would send: with the
@@ -118,6 +119,7 @@ POSTS: dict[str, Body] = {
     "login-code": lambda w, user: {"code": _code(user, confirmed=True)},
     "two-factor": lambda w, user: {"code": _code(user, confirmed=False)},
     "lockout-unlock": lambda w, user: {"username": LOCKED[0], "ip_address": LOCKED[1]},
+    "agent-rate-limit": lambda w, user: {"rate_limit_per_minute": "7"},
 }
 
 

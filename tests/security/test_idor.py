@@ -131,7 +131,7 @@ ALLOWED: dict[str, set[str]] = {
     "call_args": set(),  # view_full_args: no persona has it
     "audit": {"operator"},
     "lockouts": {"operator"}, "lockout-unlock": {"operator"},
-    "agents": ANYONE, "two-factor": ANYONE,
+    "agents": {"operator"}, "agent-rate-limit": {"operator"}, "two-factor": ANYONE,
 }  # fmt: skip
 PERSONAS = ("outsider", "reviewer", "support", "operator")
 REFUSED = sorted(

@@ -20,6 +20,8 @@ from django.middleware.security import SecurityMiddleware
 from django.test.utils import override_settings
 from django.urls import set_script_prefix
 
+from . import inflight, longpoll
+
 API_MIDDLEWARE = ["toolops.api.middleware.ApiSecurityMiddleware"]
 
 
@@ -51,14 +53,19 @@ class ApiASGIHandler(ASGIHandler):
     ThreadSensitiveContext), started and joined per request, and hops into it three
     times: measured ~0.4 ms a request here, more than a replay's database work. The API's
     responses are small JSON, never streamed, so nothing is lost by rendering them in the
-    thread. A client that disconnects does not cancel its request (a long-poll runs its
-    course, as under WSGI)."""
+    thread.
+
+    Fairness (API.md): before any of that, the agent's request takes one of its
+    TOOLOPS_AGENT_MAX_INFLIGHT slots (inflight.py), given back however the request ends;
+    and a long-poll's wait happens here on the event loop, between short looks in the
+    pool (longpoll.py), so that waiting holds no thread other agents need."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pool = ThreadPoolExecutor(
             max_workers=settings.TOOLOPS_API_THREADS, thread_name_prefix="toolops-api"
         )
+        self.slots = inflight.slots_from_settings()
 
     def load_middleware(self, is_async: bool = False) -> None:
         # Built once, at start-up, with the API's chain in place of the console's; sync,
@@ -67,6 +74,18 @@ class ApiASGIHandler(ASGIHandler):
             super().load_middleware(is_async=False)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        key = inflight.agent_key(scope)
+        if key is None:  # no bearer token: a 401 (or the schema), counted for nobody
+            return await self._serve(scope, receive, send)
+        slot = await self.slots.acquire(key)
+        if slot is None:
+            return await inflight.refuse(send, self.slots.limit)
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            await self.slots.release(key, slot)
+
+    async def _serve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -74,6 +93,15 @@ class ApiASGIHandler(ASGIHandler):
         try:
             loop = asyncio.get_running_loop()
             response = await loop.run_in_executor(self.pool, self._respond, scope, body_file)
+            if hasattr(response, longpoll.ATTRIBUTE):
+                # The body is read: what comes next from the client is its going away.
+                disconnected = asyncio.ensure_future(receive())
+                try:
+                    response = await longpoll.wait(
+                        response, pool=self.pool, disconnected=disconnected
+                    )
+                finally:
+                    disconnected.cancel()
             await self.send_response(response, send)
         finally:
             body_file.close()
@@ -83,6 +111,7 @@ class ApiASGIHandler(ASGIHandler):
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, response = self.create_request(scope, body_file)
         if request is not None:
+            request.toolops_event_loop = True  # type: ignore[attr-defined]  # longpoll.py
             response = self.get_response(request)
         response._handler_class = self.__class__
         # request_finished: this thread's database connection goes back to the pool.

@@ -18,6 +18,7 @@ from toolops.selectors import ID_RE
 from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 
+from . import longpoll
 from .inputs import args_text, call_input
 from .output import (
     BudgetSchema,
@@ -199,14 +200,21 @@ class CallCreateApi(APIView):
             data = self.InputSerializer(data=request.data)
             data.is_valid(raise_exception=True)
             validated = data.validated_data
+        wait = validated.get("wait", 0)
+        on_loop = wait > 0 and longpoll.served_on_event_loop(request)
         call_request = services.CallRequest(
-            **validated, traceparent=request.META.get("HTTP_TRACEPARENT", "")
+            **{**validated, "wait": 0 if on_loop else wait},
+            traceparent=request.META.get("HTTP_TRACEPARENT", ""),
         )
         answer = services.call_create(agent=request.user, run_id=run_id, request=call_request)
-        return Response(
+        response = Response(
             call_out(answer.call, replayed=answer.replayed),
             status=202 if answer.call.is_waiting else 200,
         )
+        if on_loop and answer.call.is_waiting:
+            # Waited for on the event loop, holding no thread (longpoll.py).
+            longpoll.hand_over(response, call=answer.call, replayed=answer.replayed, seconds=wait)
+        return response
 
 
 class CallDetailApi(APIView):
@@ -221,8 +229,12 @@ class CallDetailApi(APIView):
         call = selectors.call_get_for_agent(agent=request.user, call_id=call_id)
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        if query.validated_data["wait"] > 0:
-            call = services.call_wait(call=call, seconds=query.validated_data["wait"])
+        wait = query.validated_data["wait"]
+        if wait > 0 and call.is_waiting and longpoll.served_on_event_loop(request):
+            response = Response(call_out(call), status=202)
+            return longpoll.hand_over(response, call=call, replayed=False, seconds=wait)
+        if wait > 0:
+            call = services.call_wait(call=call, seconds=wait)
         return Response(call_out(call), status=202 if call.is_waiting else 200)
 
 

@@ -48,6 +48,8 @@ class AuditEntry(models.Model):
         TOKEN_REVOKE = "token.revoke", "revoke an agent token"
         LOGIN_LOCKOUT = "login.lockout", "login locked out"
         LOGIN_UNLOCK = "login.unlock", "unlock a login"
+        # Beyond API.md's list: an operator's change of an agent's rate limit.
+        AGENT_RATE_LIMIT = "agent.rate_limit", "change an agent's rate limit"
 
     # SET_NULL: deleting a user keeps their entries (the copied names below say who).
     actor = models.ForeignKey(

@@ -119,8 +119,11 @@ class AsyncRun:
 
     async def wait(self, call: Call, *, timeout: float) -> Call:
         deadline = time.monotonic() + timeout
+        replayed = call.replayed
         while call.waiting and (left := deadline - time.monotonic()) > 0:
             call = await self.client.call_get(call.call_id, wait=left)
+        # A duplicate answered in_progress (wait 0) stays a replay once its outcome is in.
+        call.raw["replayed"] = call.raw.get("replayed") or replayed
         return call
 
     async def tools(self, **kwargs: Any) -> list[JSON]:

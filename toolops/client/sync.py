@@ -132,8 +132,11 @@ class Run:
         """Long-poll `call` while it waits (approval, or in progress), up to `timeout`
         seconds; the call as it then stands."""
         deadline = time.monotonic() + timeout
+        replayed = call.replayed
         while call.waiting and (left := deadline - time.monotonic()) > 0:
             call = self.client.call_get(call.call_id, wait=left)
+        # A duplicate answered in_progress (wait 0) stays a replay once its outcome is in.
+        call.raw["replayed"] = call.raw.get("replayed") or replayed
         return call
 
     def tools(self, **kwargs: Any) -> list[JSON]:

@@ -32,9 +32,6 @@ Reason = ToolCall.Reason
 
 # A held call's claim outlives its approval by this much: the expiry task ends it first.
 HOLD_LEASE_MARGIN_S = 300
-# How long a request that lost the claim waits for the winner before answering
-# `in_progress` (it also takes over a claim whose holder died, after the lease).
-FOLLOWER_WAIT_S = 30.0
 
 
 class RunNotRunning(Exception):
@@ -309,8 +306,10 @@ def _answer_existing(
 
 
 def _follow(*, run: Run, spec: ToolSpec, key: str, wait: float) -> CallAnswer:
-    """We lost the claim: wait for the winner's result, or take over a dead winner's claim."""
-    deadline = time.monotonic() + max(wait, FOLLOWER_WAIT_S)
+    """We lost the claim: wait up to `wait` seconds for the winner's result (0: look once
+    and answer `in_progress`, API.md), or take over a dead winner's claim. The API hands
+    this wait to its event loop (toolops/api/longpoll.py) and calls this with 0."""
+    deadline = time.monotonic() + wait
     pause = 0.005
     while True:
         found = claims.peek_with_call(key=key)

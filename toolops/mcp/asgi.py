@@ -38,7 +38,7 @@ class McpApp:
     lifespan, when the server sends one) and stops at the lifespan's shutdown."""
 
     def __init__(self) -> None:
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = AgentSessionManager(
             app=build(),
             session_idle_timeout=settings.TOOLOPS_MCP_IDLE_S,
             security_settings=None,  # the host is checked here, the origin needs the token
@@ -68,9 +68,21 @@ class McpApp:
             return await _unsupported_version(receive, send, version)
 
         await self._started()
+        client_id = f"agent:{agent.pk}"
+        if "mcp-session-id" not in headers and scope["method"] == "POST":
+            # A request that would open a session: refused past the agent's own cap, so
+            # that one agent cannot take every session the server keeps.
+            cap = settings.TOOLOPS_MCP_AGENT_MAX_SESSIONS
+            if self.manager.sessions_of(client_id) >= cap:
+                return await _problem(send, 429, "Too Many Requests", (
+                    f"This agent already has {cap} MCP sessions open, the most allowed "
+                    f"(TOOLOPS_MCP_AGENT_MAX_SESSIONS). End one (DELETE /mcp/ with its "
+                    f"Mcp-Session-Id) or reuse it; an idle session ends after "
+                    f"{settings.TOOLOPS_MCP_IDLE_S:g} s."
+                ), [(b"retry-after", b"5")])  # fmt: skip
         # The SDK binds a session to the principal that opened it: another agent's
         # request for that session answers 404, as if it did not exist.
-        principal = AccessToken(token="", client_id=f"agent:{agent.pk}", scopes=[])
+        principal = AccessToken(token="", client_id=client_id, scopes=[])
         scope = {**scope, "user": AuthenticatedUser(principal), AGENT_SCOPE_KEY: agent}
         await self.manager.handle_request(scope, receive, send)
 
@@ -99,6 +111,23 @@ class McpApp:
                 return
 
 
+class AgentSessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, with sessions counted per agent. Its own cap
+    (max_sessions) is for the whole server; the check in McpApp gives an agent at its
+    cap a clear answer, and this one holds under the admission lock, against an agent
+    opening several sessions at once (it then gets the SDK's 503)."""
+
+    def sessions_of(self, client_id: str) -> int:
+        return sum(1 for o in self._session_owners.values() if o["client_id"] == client_id)
+
+    def _admit_session(self, requestor: Any) -> Any:
+        cap = settings.TOOLOPS_MCP_AGENT_MAX_SESSIONS
+        if requestor is not None and self.sessions_of(requestor["client_id"]) >= cap:
+            log.warning("MCP session refused: %s has %s open", requestor["client_id"], cap)
+            return None
+        return super()._admit_session(requestor)
+
+
 async def _respond(send: Any, status: int, body: dict[str, Any], headers: list[Any]) -> None:
     raw = json.dumps(body).encode()
     await send({
@@ -108,9 +137,13 @@ async def _respond(send: Any, status: int, body: dict[str, Any], headers: list[A
     await send({"type": "http.response.body", "body": raw})
 
 
-async def _problem(send: Any, status: int, title: str, detail: str) -> None:
+async def _problem(
+    send: Any, status: int, title: str, detail: str, headers: list[Any] | None = None
+) -> None:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    await _respond(send, status, body, [(b"content-type", b"application/problem+json")])
+    await _respond(
+        send, status, body, [(b"content-type", b"application/problem+json"), *(headers or [])]
+    )
 
 
 async def _unauthorized(send: Any, detail: str) -> None:

@@ -14,7 +14,7 @@ from rest_framework.exceptions import APIException
 from toolops import jsonbound, selectors, services
 from toolops.api.output import call_out
 from toolops.client.calls import result_text
-from toolops.models import Agent, Run
+from toolops.models import Agent, Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 from toolops.tools.spec import ToolSpec
@@ -40,6 +40,9 @@ class Outcome:
     text: str
     structured: dict[str, Any] | None
     is_error: bool
+    # A call still waiting for a reviewer, with `wait` 0: the server waits for it on its
+    # event loop (server.py), then answers with outcome_after_wait.
+    waiting: tuple[ToolCall, bool] | None = None
 
 
 def tool_list() -> list[dict[str, Any]]:
@@ -67,17 +70,18 @@ def session_run_id(session_id: str) -> str:
 
 def call(
     *, agent: Agent, session_id: str | None, tool: str, arguments: dict[str, Any] | None,
-    meta: dict[str, Any], traceparent: str,
+    meta: dict[str, Any], traceparent: str, wait: float | None = None,
 ) -> Outcome:  # fmt: skip
     """One tools/call: in the run `_meta` names, else the session's own run, at the step
     `_meta` names, else 0 — so the same write with the same args, sent again by a client
     that retries without ids, is the same call (answered from the record, never sent
-    twice). A call that waits for a reviewer is waited for up to TOOLOPS_MCP_WAIT_S."""
+    twice). A call that waits for a reviewer is waited for up to `wait` (default
+    TOOLOPS_MCP_WAIT_S); the server passes 0 and waits on its event loop instead."""
     _check_params(tool, arguments, meta)
     run_id, step_index = _placement(meta, session_id)
     request = services.CallRequest(
         step_index=step_index, tool=tool, args=arguments or {}, traceparent=traceparent,
-        wait=float(settings.TOOLOPS_MCP_WAIT_S),
+        wait=float(settings.TOOLOPS_MCP_WAIT_S if wait is None else wait),
     )  # fmt: skip
     try:
         try:
@@ -91,7 +95,14 @@ def call(
             answer = services.call_create(agent=agent, run_id=run_id, request=request)
     except APIException as exc:
         return Outcome(f"ToolOps refused the call: {_detail(exc)}", None, True)
-    return outcome_of(call_out(answer.call, replayed=answer.replayed))
+    outcome = outcome_of(call_out(answer.call, replayed=answer.replayed))
+    if answer.call.is_waiting and not request.wait:
+        outcome.waiting = (answer.call, answer.replayed)
+    return outcome
+
+
+def outcome_after_wait(*, call: ToolCall, replayed: bool) -> Outcome:
+    return outcome_of(call_out(services.call_wait_ended(call=call), replayed=replayed))
 
 
 def outcome_of(out: dict[str, Any]) -> Outcome:

@@ -3,14 +3,19 @@ tools/call, each run in a worker thread with its own database connection."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 from channels.db import database_sync_to_async
+from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
+
+from toolops import services
 
 from . import calls
 
@@ -18,8 +23,8 @@ AGENT_SCOPE_KEY = "toolops.agent"
 
 
 def _sync(fn: Any) -> Any:
-    # Not thread-sensitive: a call may wait for a reviewer (TOOLOPS_MCP_WAIT_S) without
-    # holding up every other MCP request of the process.
+    # Not thread-sensitive: requests of the process run side by side. A call waiting for
+    # a reviewer waits on the event loop (_wait), not in one of these threads.
     return database_sync_to_async(fn, thread_sensitive=False)
 
 
@@ -62,10 +67,12 @@ async def call_tool(
     try:
         outcome = await _sync(calls.call)(
             agent=agent, session_id=session_id, tool=params.name,
-            arguments=params.arguments, meta=meta, traceparent=_traceparent(ctx, meta),
+            arguments=params.arguments, meta=meta, traceparent=_traceparent(ctx, meta), wait=0,
         )  # fmt: skip
     except calls.BadMeta as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+    if outcome.waiting is not None:
+        outcome = await _wait(*outcome.waiting)
     if session_id is not None:
         _complete_when_closed(ctx, agent, session_id)
     return types.CallToolResult(
@@ -73,6 +80,21 @@ async def call_tool(
         structured_content=outcome.structured,
         is_error=outcome.is_error,
     )
+
+
+async def _wait(call: Any, replayed: bool) -> calls.Outcome:
+    """Wait up to TOOLOPS_MCP_WAIT_S for a reviewer on the event loop, with a worker
+    thread only for each one-row look: a waiting call holds none of the threads every
+    other MCP request needs (as the API's long-polls, toolops/api/longpoll.py)."""
+    deadline = time.monotonic() + settings.TOOLOPS_MCP_WAIT_S
+    pauses = services.LONG_POLL_PAUSES
+    looks = 0
+    while (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(pauses[min(looks, len(pauses) - 1)], left))
+        looks += 1
+        if await _sync(services.call_wait_look)(call=call):
+            break
+    return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)  # type: ignore[no-any-return]
 
 
 def _complete_when_closed(ctx: ServerRequestContext[Any, Any], agent: Any, session_id: str) -> None:

@@ -1,21 +1,64 @@
-"""The agents and their tokens as the console shows them: which is active, the start of
-its token, and when its token was last used (to the minute)."""
+"""The agents page (operators): each agent's token start, state and last use (to the
+minute: a token nobody uses any more is one to revoke), its per-minute rate limit, the
+default a new agent gets (TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE) and the cap on requests in
+progress, and the form that changes an agent's limit. An agent with no limit can take a
+whole web process's capacity by itself; this is where operators see and fix that."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
 
+from toolops import services
+from toolops.api.auth import AGENT_CACHE_S
+from toolops.forms import AgentRateLimitForm
 from toolops.models import Agent
-from toolops.permissions import console_required
+from toolops.permissions import console_required, require_policy_editor
 from toolops.views.common import HtmxHttpRequest, page_context
+
+
+def _limits() -> dict[str, object]:
+    return {
+        "default_rate_limit": settings.TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE,
+        "max_inflight": settings.TOOLOPS_AGENT_MAX_INFLIGHT,
+        "cache_s": AGENT_CACHE_S,
+    }
 
 
 @require_GET
 @console_required
 def agent_list(request: HtmxHttpRequest) -> HttpResponse:
-    agents = Agent.objects.order_by("name").only(
-        "name", "token_hint", "is_active", "rate_limit_per_minute", "created_at", "last_used_at"
-    )
-    return render(request, "toolops/agents.html", page_context(request, "agents", agents=agents))
+    require_policy_editor(request.user)
+    agents = Agent.objects.order_by("name")
+    ctx = page_context(request, "agents", agents=agents, **_limits())
+    return render(request, "console/agents.html", ctx)
+
+
+@require_http_methods(["GET", "POST"])
+@console_required
+def agent_rate_limit_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    require_policy_editor(request.user)
+    agent = get_object_or_404(Agent, pk=pk)
+    if request.method == "POST":
+        form = AgentRateLimitForm(request.POST)
+        if form.is_valid():
+            services.agent_rate_limit_set(
+                agent=agent,
+                per_minute=form.per_minute(),
+                by=request.user,  # type: ignore[arg-type]
+            )
+            limit = form.per_minute()
+            said = f"{limit} requests a minute" if limit else "no rate limit"
+            messages.success(
+                request,
+                f"{agent.name} now has {said}; every web process applies it within "
+                f"{AGENT_CACHE_S:g} s.",
+            )
+            return redirect("console:agents")
+    else:
+        form = AgentRateLimitForm(initial={"rate_limit_per_minute": agent.rate_limit_per_minute})
+    ctx = page_context(request, "agents", agent=agent, form=form, **_limits())
+    return render(request, "console/agent_rate_limit.html", ctx)

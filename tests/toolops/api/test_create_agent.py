@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -85,3 +86,21 @@ def test_it_sets_a_rate_limit(db: None) -> None:
     create_agent("bot", "--rate-limit", "30")
 
     assert Agent.objects.get(name="bot").rate_limit_per_minute == 30
+
+
+def test_a_new_agent_gets_the_default_rate_limit(db: None, settings: Any) -> None:
+    settings.TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE = 240
+    output = create_agent("bot")
+    assert "240 requests a minute" in output
+    assert Agent.objects.get(name="bot").rate_limit_per_minute == 240
+
+
+def test_rate_limit_0_means_no_limit(db: None) -> None:
+    create_agent("bot", "--rate-limit", "0")
+    assert Agent.objects.get(name="bot").rate_limit_per_minute is None
+
+
+def test_a_negative_rate_limit_is_refused(db: None) -> None:
+    with pytest.raises(CommandError, match="0 \\(no limit\\) or more"):
+        create_agent("bot", "--rate-limit", "-1")
+    assert not Agent.objects.exists()

@@ -41,7 +41,9 @@ def _fire_together(
         def one(n: int) -> httpx.Response:
             url = f"{base_urls[n % len(base_urls)]}/api/v1/runs/{run_id}/calls"
             barrier.wait()
-            return client.post(url, json=body)
+            # The duplicates wait for the winner's answer (with `wait` 0 they would
+            # answer `in_progress` at once, API.md).
+            return client.post(url, json={**body, "wait": 30})
 
         with ThreadPoolExecutor(CALLERS) as pool:
             return list(pool.map(one, range(CALLERS)))

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from toolops.accounts.tokens import agent_token_rotate, via_command
@@ -19,7 +20,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument(
-            "--rate-limit", type=int, default=None, help="Requests per minute (default: none)."
+            "--rate-limit",
+            type=int,
+            default=None,
+            help="Requests per minute; 0 for no limit (default: "
+            "TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE, 600 unless set).",
         )
         parser.add_argument(
             "--owner", default=None,
@@ -43,13 +48,16 @@ class Command(BaseCommand):
         name = name.strip()
         if not name or len(name) > 128:
             raise CommandError("NAME must be 1–128 characters.")
-        if rate_limit is not None and rate_limit < 1:
-            raise CommandError("--rate-limit must be at least 1 request per minute.")
         if rotate:
             if owner is not None:
                 raise CommandError("--rotate changes only the token; set an owner in the admin.")
             self._rotate(name, rate_limit)
             return
+        if rate_limit is None:
+            # An operator who says nothing gets the deployment's default, not no limit.
+            rate_limit = settings.TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE
+        elif rate_limit < 0:
+            raise CommandError("--rate-limit must be 0 (no limit) or more requests per minute.")
         if Agent.objects.filter(name=name).exists():
             raise CommandError(
                 f"An agent named {name!r} already exists (--rotate gives it a new token)."
@@ -57,16 +65,21 @@ class Command(BaseCommand):
         person = _person(owner) if owner is not None else None
         agent, token = agent_create(
             name=name,
-            rate_limit_per_minute=rate_limit,
+            rate_limit_per_minute=rate_limit or None,
             owner=person,
             via=via_command("create_agent"),
         )
-        self.stdout.write(f"Created agent {agent.name}. Its token is shown once; store it now:")
+        limit = f"{rate_limit} requests a minute" if rate_limit else "no rate limit"
+        self.stdout.write(
+            f"Created agent {agent.name} ({limit}). Its token is shown once; store it now:"
+        )
         self.stdout.write(token)
 
     def _rotate(self, name: str, rate_limit: int | None) -> None:
         if rate_limit is not None:
-            raise CommandError("--rotate changes only the token; set a rate limit in the admin.")
+            raise CommandError(
+                "--rotate changes only the token; set a rate limit at /console/agents/."
+            )
         agent = Agent.objects.filter(name=name).first()
         if agent is None:
             raise CommandError(f"No agent is named {name!r}: create it without --rotate.")

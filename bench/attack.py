@@ -1,0 +1,210 @@
+"""Fairness under attack (`make bench`): agent B's request latency at rest, and while agent
+A holds 64 long-polls on a call waiting for a reviewer (API.md, Conventions: fairness).
+
+Before long-polls waited on the event loop, each held one of the API's threads, and B's
+`GET /tools` queued behind them (6.8 s measured). Here: one ToolOps process as
+`make run` serves it (default threads), A's in-flight cap raised to 64 so that every
+long-poll is held, B's requests one after another on one connection: `GET /tools` and a
+`read` call to a no-op downstream. Prints both figures; writes bench/results/attack.json."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.cases import TOOLOPS_APP  # noqa: E402 - after the path is set
+from bench.db import fresh_database  # noqa: E402
+from bench.procs import (  # noqa: E402
+    BENCH,
+    HOST,
+    PY,
+    BenchError,
+    Processes,
+    free_ports,
+    interrupts_as_exceptions,
+    run_checked,
+    uvicorn_argv,
+    wait_http,
+)
+
+POLLS = 64
+CATALOG = """\
+[[tool]]
+name = "bench_read"
+kind = "read"
+description = "No-op read for the benchmark."
+url = "{url}/read"
+method = "POST"
+params_schema = {{ type = "object" }}
+
+[[tool]]
+name = "bench_held"
+kind = "idempotent_write"
+description = "A write that waits for a reviewer: what agent A long-polls."
+url = "{url}/write"
+method = "POST"
+requires_approval = true
+params_schema = {{ type = "object" }}
+"""
+
+
+class Agent:
+    """One agent's keep-alive connection to the API."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection(HOST, port, timeout=60)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def send(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        payload = json.dumps(body).encode() if body is not None else None
+        self.conn.request(method, f"/api/v1{path}", body=payload, headers=self.headers)
+        response = self.conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+
+
+def measure(b: Agent, count: int, step0: int) -> dict[str, dict[str, float]]:
+    """B's latencies: `count` GET /tools and `count` read calls, interleaved."""
+    tools: list[float] = []
+    reads: list[float] = []
+    for n in range(count):
+        t0 = time.perf_counter()
+        status, _ = b.send("GET", "/tools")
+        tools.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        status2, call = b.send("POST", "/runs/r-b/calls", {
+            "step_index": step0 + n, "tool": "bench_read", "args": {"n": n},
+        })  # fmt: skip
+        reads.append(time.perf_counter() - t0)
+        if status != 200 or status2 != 200 or call["status"] != "succeeded":
+            raise BenchError(f"agent B was not served: {status} {status2} {call}")
+    return {"get_tools": stats(tools), "read_call": stats(reads)}
+
+
+def stats(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    n = len(ordered)
+    return {
+        "n": n,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(n - 1, -(-99 * n // 100) - 1)] * 1000,
+        "max_ms": ordered[-1] * 1000,
+    }
+
+
+def hold_long_polls(port: int, token: str, call_id: str) -> list[threading.Thread]:
+    def poll() -> None:
+        conn = http.client.HTTPConnection(HOST, port, timeout=60)
+        with contextlib.suppress(OSError):  # the server stops at the end
+            poll_until_held(conn)
+
+    def poll_until_held(conn: http.client.HTTPConnection) -> None:
+        while True:  # refused while the probe below held a slot: try again
+            conn.request("GET", f"/api/v1/calls/{call_id}?wait=30",
+                         headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+            response = conn.getresponse()
+            response.read()
+            if response.status != 429:
+                return
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=poll, daemon=True) for _ in range(POLLS)]
+    for t in threads:
+        t.start()
+    probe = Agent(port, token)
+    deadline = time.monotonic() + 30
+    while (answer := probe.send("GET", "/tools"))[0] != 429:  # refused: all 64 are held
+        if time.monotonic() > deadline:
+            raise BenchError(f"the server never held agent A's 64 long-polls: {answer}")
+        time.sleep(0.05)
+    return threads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200, help="of each kind (default 200)")
+    parser.add_argument(
+        "--database-url",
+        default=os.getenv("BENCH_ATTACK_DATABASE_URL", "postgres:///toolops_bench_attack"),
+        help="dropped and created afresh",
+    )
+    o = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="toolops-attack-") as tmp, interrupts_as_exceptions():
+        procs = Processes(Path(tmp))
+        try:
+            results = run(o, Path(tmp), procs)
+        except BenchError as exc:
+            print(f"bench/attack.py: {exc}\n{procs.error_logs()}", file=sys.stderr)
+            raise SystemExit(1) from None
+        finally:
+            procs.stop_all()
+    out = BENCH / "results" / "attack.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+def run(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any]:
+    env = {
+        **os.environ, "DATABASE_URL": o.database_url, "TOOLOPS_DATA_DIR": str(tmp / "data"),
+        "TOOLOPS_TOOLS_FILE": str(tmp / "catalog.toml"), "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(40), "TOOLOPS_LOG_LEVEL": "WARNING",
+        "TOOLOPS_AGENT_MAX_INFLIGHT": str(POLLS), "PYTHONPATH": str(ROOT),
+    }  # fmt: skip
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("REDIS_URL", None)
+    downstream, port = free_ports(2)
+    (tmp / "catalog.toml").write_text(CATALOG.format(url=f"http://{HOST}:{downstream}"))
+    fresh_database(o.database_url)
+    run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
+    tokens = {}
+    for name in ("agent-a", "agent-b"):
+        out = run_checked([PY, "manage.py", "create_agent", name, "--rate-limit", "0"], env, name)
+        tokens[name] = out.strip().splitlines()[-1].strip()
+    argv = [PY, str(BENCH / "downstream.py"), "--host", HOST, "--port", str(downstream)]
+    procs.start("downstream", argv, env)
+    wait_http(procs, "downstream", downstream, "/")
+    procs.start("toolops", uvicorn_argv(TOOLOPS_APP, port, loop="uvloop"), env)
+    wait_http(procs, "toolops", port, "/api/v1/schema/")
+
+    a, b = Agent(port, tokens["agent-a"]), Agent(port, tokens["agent-b"])
+    for agent, run_id in ((a, "r-a"), (b, "r-b")):
+        agent.send("POST", "/runs", {"run_id": run_id})
+    status, held = a.send("POST", "/runs/r-a/calls", {
+        "step_index": 0, "tool": "bench_held", "args": {"n": 1},
+    })  # fmt: skip
+    if held.get("status") != "pending_approval":
+        raise BenchError(f"agent A's call is not held: {status} {held}")
+    measure(b, 20, 10**6)  # warm-up
+    at_rest = measure(b, o.requests, 0)
+    hold_long_polls(port, tokens["agent-a"], held["call_id"])
+    attacked = measure(b, o.requests, o.requests)
+    report(at_rest, attacked, o.requests)
+    return {"requests": o.requests, "long_polls": POLLS, "at_rest": at_rest, "attack": attacked}
+
+
+def report(at_rest: dict[str, Any], attacked: dict[str, Any], count: int) -> None:
+    print(f"\nFairness: agent B's latency, {count} of each request one after another")
+    print(f"{'':44} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for what, label in (("get_tools", "GET /api/v1/tools"), ("read_call", "read call")):
+        for state, stats in (("at rest", at_rest), (f"A holds {POLLS} long-polls", attacked)):
+            s = stats[what]
+            print(f"  {label:17} {state:24} {s['p50_ms']:8.2f} {s['p99_ms']:8.2f} "
+                  f"{s['max_ms']:8.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Long-polls as served (toolops/api/longpoll.py): waited on the event loop, answered as
+soon as the call stops waiting, with the body and status of the call as it then is."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from tests.conftest import Shop
+from tests.console.conftest import make_user
+from toolops.approvals.services import approval_decide
+from toolops.models import Approval
+
+HELD = {"step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount": "5.00"}}
+
+
+def _reject_when_held(django_user_model: Any) -> None:
+    deadline = time.monotonic() + 20
+    while not Approval.objects.exists():
+        assert time.monotonic() < deadline, "the call was never held"
+        time.sleep(0.05)
+    approval = Approval.objects.get()
+    rita = make_user(django_user_model, "rita", "reviewers")
+    approval_decide(approval=approval, by=rita, approve=False, note="no",
+                    args_hash=approval.args_hash)  # fmt: skip
+
+
+def test_a_posted_call_long_polled_answers_once_a_reviewer_decides(
+    toolops_server: Any, agent_a: Any, shop: Shop, django_user_model: Any
+) -> None:
+    server = toolops_server(TOOLOPS_API_THREADS="1")
+    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
+                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    answers: list[httpx.Response] = []
+    poster = threading.Thread(
+        target=lambda: answers.append(a.post("/runs/r-a/calls", json={**HELD, "wait": 25}))
+    )
+    poster.start()
+    _reject_when_held(django_user_model)
+    started = time.monotonic()
+    poster.join(30)
+    assert time.monotonic() - started < 10  # answered at the decision, not at 25 s
+    [answer] = answers
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "rejected" and body["approval"]["status"] == "rejected"
+    assert body["replayed"] is False
+
+
+def test_a_get_long_poll_times_out_with_the_call_still_waiting(
+    toolops_server: Any, agent_a: Any, shop: Shop
+) -> None:
+    server = toolops_server()
+    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
+                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    held = a.post("/runs/r-a/calls", json=HELD).json()
+    started = time.monotonic()
+    answer = a.get(f"/calls/{held['call_id']}", params={"wait": 0.5})
+    assert time.monotonic() - started >= 0.5
+    assert answer.status_code == 202 and answer.json()["status"] == "pending_approval"
+    assert answer.headers["content-type"] == "application/json"
