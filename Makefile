@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput -v0
-	$(VENV)/bin/uvicorn toolops.asgi:application --host 127.0.0.1 --port 8000
+	$(VENV)/bin/uvicorn toolops.asgi:application --host 127.0.0.1 --port 8000 --no-proxy-headers
 
 # The tests run on PostgreSQL (`.ci/postgres` starts a local one).
 test: $(STAMP)

@@ -111,7 +111,9 @@ class ToolOpsServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "toolops.asgi:application",
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
+             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+             # Forwarded headers are toolops.proxies' to judge (TOOLOPS_TRUSTED_PROXIES).
+             "--no-proxy-headers"],
             cwd=ROOT, env=env,
         )  # fmt: skip
         deadline = time.monotonic() + 30

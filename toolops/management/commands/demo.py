@@ -49,6 +49,7 @@ DEMO_CATALOG = DEMO_DIR / "catalog.toml"
 CATALOG_SHOP = "http://127.0.0.1:9000"  # the shop URL written in the demo catalog
 AGENT_NAME = "demo-agent"
 LOGINS_FILE = "demo-logins.txt"
+UVICORN = ["-m", "uvicorn", "toolops.asgi:application"]
 # username → (group, what the person does); admin is a superuser.
 DEMO_USERS: dict[str, tuple[str | None, str]] = {
     "admin": (None, "superuser: everything, and /admin/"),
@@ -250,7 +251,8 @@ class Command(BaseCommand):
 
         web = start_child(
             "web",
-            ["-m", "uvicorn", "toolops.asgi:application", "--host", HOST, "--port", str(port)],
+            # Forwarded headers are toolops.proxies' to judge (TOOLOPS_TRUSTED_PROXIES).
+            [*UVICORN, "--host", HOST, "--port", str(port), "--no-proxy-headers"],
             env,
             log_dir,
         )
