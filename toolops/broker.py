@@ -92,8 +92,9 @@ class Channel(filesystem.Channel):
         claimed = path.with_name(f".{path.name}.{uuid.uuid4().hex}.claimed")
         try:
             os.rename(path, claimed)
-        except FileNotFoundError:
-            return None  # another consumer won it (or a purge removed it)
+        except OSError:
+            # Another consumer won it, a purge removed it, or (Windows) it is still open.
+            return None
         try:
             payload = loads(bytes_to_str(claimed.read_bytes()))
         except (OSError, ValueError) as exc:

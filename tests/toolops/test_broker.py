@@ -121,7 +121,8 @@ def test_it_delivers_every_message_once_to_many_consumers_at_once(tmp_path: Path
 
 
 def channel(folder: Path) -> broker.Channel:
-    (folder / "out").mkdir(parents=True, exist_ok=True)
+    for sub in ("out", "control"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
     conn = connect(folder)
     return conn.default_channel
 
@@ -155,6 +156,20 @@ def test_it_never_delivers_a_file_still_being_written(tmp_path: Path) -> None:
     assert chan._size("jobs") == 0
     assert chan._purge("jobs") == 0
     assert chan.basic_get("jobs") is None
+
+
+def test_it_keeps_every_binding_of_an_exchange_table(tmp_path: Path) -> None:
+    chan = channel(tmp_path)
+    for queue in ("a", "b", "c"):
+        chan._queue_bind("jobs", queue, "", queue)
+    chan._queue_bind("jobs", "a", "", "a")  # bound again: once in the table
+    chan._delete("b", "jobs", "b", "")
+
+    assert sorted(q.queue for q in chan.get_table("jobs")) == ["a", "c"]
+    # Replaced whole: no temporary file is left beside it.
+    assert sorted(p.name for p in (tmp_path / "control").iterdir()) == [
+        ".jobs.exchange.lock", "jobs.exchange",
+    ]  # fmt: skip
 
 
 def test_the_default_broker_is_the_embedded_one() -> None:
