@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format run migrations-check bench install clean
+.PHONY: demo test services lint format run migrations-check bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,20 @@ run: $(STAMP)
 	$(PY) manage.py migrate --noinput -v0
 	$(VENV)/bin/uvicorn toolops.asgi:application --host 127.0.0.1 --port 8000 --no-proxy-headers
 
-# The tests run on PostgreSQL (`.ci/postgres` starts a local one).
-test: $(STAMP)
+# The whole set-up on a fresh machine: `.ci/services` installs what is missing and
+# starts PostgreSQL and Redis unless they already answer at DATABASE_URL and
+# TOOLOPS_TEST_REDIS_URL (then they are used as they are); then ruff and pytest.
+test: export DATABASE_URL ?= postgres:///toolops
+test: export TOOLOPS_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+test: services $(STAMP)
 	$(VENV)/bin/ruff check .
-	DATABASE_URL=$${DATABASE_URL:-postgres:///toolops} $(PY) -m pytest
+	$(PY) -m pytest
+
+# Serially: the services (python3-venv among them) before the virtualenv.
+.NOTPARALLEL: test
+
+services:
+	PYTHON=$(PYTHON) .ci/services
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -27,13 +27,17 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
 SHOTS = Path(tempfile.gettempdir())
+TIMEOUT_MS = 30_000
 
 
 @contextmanager
 def open_pages(count: int) -> Iterator[list[Any]]:
-    """A fresh browser with `count` pages (1440×1000, 10 s timeouts), each in a context
-    of its own — as many people, each with their own cookies — closed afterwards."""
-    from playwright.sync_api import sync_playwright
+    """A fresh browser with `count` pages (1440×1000), each in a context of its own — as
+    many people, each with their own cookies — closed afterwards. Waits (actions,
+    `expect`) give up after 30 s: generous deadlines, for a busy machine."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -42,7 +46,7 @@ def open_pages(count: int) -> Iterator[list[Any]]:
         ]
         pages = [context.new_page() for context in contexts]
         for page in pages:
-            page.set_default_timeout(10_000)
+            page.set_default_timeout(TIMEOUT_MS)
         try:
             yield pages
         finally:

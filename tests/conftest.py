@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from tests.otlp import otlp_grpc, otlp_http  # noqa: F401 - fixtures, for every test
+from tests.waiting import wait_until
 from toolops.demo.shop import start_shop
 from toolops.models import Agent
 from toolops.services import agent_create
@@ -116,16 +116,16 @@ class ToolOpsServer:
              "--no-proxy-headers"],
             cwd=ROOT, env=env,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{self.url}/api/v1/schema/?format=json", timeout=1)
-                return
-            except httpx.HTTPError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("ToolOps server exited during start-up") from None
-                time.sleep(0.1)
-        raise RuntimeError("ToolOps server did not start")
+        wait_until(self.answers, 60, every=0.1, failure="the ToolOps server did not start")
+
+    def answers(self) -> bool:
+        try:
+            httpx.get(f"{self.url}/api/v1/schema/?format=json", timeout=1)
+            return True
+        except httpx.HTTPError:
+            if self.proc.poll() is not None:
+                raise RuntimeError("ToolOps server exited during start-up") from None
+            return False
 
     def kill(self) -> None:
         self.proc.kill()

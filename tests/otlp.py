@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import gzip
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from tests.waiting import wait_until
 
 Span = dict[str, Any]
 
@@ -61,15 +62,18 @@ class Receiver:
 
     def wait_for(self, predicate: Callable[[list[Span]], bool], timeout: float = 15) -> list[Span]:
         """Wait until `predicate(spans)` holds; the spans then."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def matched() -> tuple[list[Span]] | None:
             with self.lock:
                 spans = list(self.spans)
-            if predicate(spans):
-                return spans
-            if time.monotonic() > deadline:
-                raise AssertionError(f"spans never matched; got {[s['name'] for s in spans]}")
-            time.sleep(0.05)
+            return (spans,) if predicate(spans) else None
+
+        def got() -> str:
+            with self.lock:
+                return f"spans never matched; got {[s['name'] for s in self.spans]}"
+
+        (spans,) = wait_until(matched, timeout, failure=got)
+        return spans
 
     def toolops(self) -> list[Span]:
         """The spans ToolOps itself made (not the Django/Celery/urllib3 instrumentation)."""

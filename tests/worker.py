@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, server_env
+from tests.waiting import wait_until
 
 
 class Worker:
@@ -66,12 +67,14 @@ class Worker:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, worker: Worker) -> float:
-    """Seconds it took; fails with the worker's output when it does not happen in time."""
+    """Seconds it took; fails with the worker's output when it does not happen in time, or
+    at once when the worker exits."""
     started = time.monotonic()
-    while not condition():
+
+    def settled() -> bool:
         if worker.proc.poll() is not None:
             pytest.fail(f"the worker exited ({worker.proc.returncode}):\n{worker.output()}")
-        if time.monotonic() - started > timeout:
-            pytest.fail(f"not settled within {timeout:g} s; worker output:\n{worker.output()}")
-        time.sleep(0.25)
+        return condition()
+
+    wait_until(settled, timeout, every=0.25, failure=lambda: f"worker output:\n{worker.output()}")
     return time.monotonic() - started

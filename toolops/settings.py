@@ -383,16 +383,18 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Celery: without CELERY_BROKER_URL, an embedded broker that needs no server — kombu's
-# filesystem transport, its folders under the data directory.
+# filesystem transport, its folders under the data directory, with messages written
+# whole and claimed by an atomic rename (toolops/broker.py says why).
 BROKER_DIR = DATA_DIR / "broker"
 CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
+    CELERY_BROKER_TRANSPORT = "toolops.broker:Transport"
     for sub in ("out", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "out"),
         "data_folder_out": str(BROKER_DIR / "out"),
-        "data_folder_processed": str(BROKER_DIR / "processed"),
+        "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
         "control_folder": str(BROKER_DIR / "control"),
     }

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from compensations.models import Ticket
 from tests.conftest import server_env
+from tests.waiting import wait_until
 from tests.worker import Worker
 from toolops.approvals.services import approvals_expire
 from toolops.demo import agent, reviewer, saga, scenario
@@ -104,11 +105,12 @@ def scripted_reviewer(transactional_db: None) -> Iterator[Callable[[Path], User]
                     stderr=subprocess.STDOUT,
                 )  # fmt: skip
             )
-        deadline = time.monotonic() + 30
-        while reviewer.READY not in log.read_text():
+
+        def ready() -> bool:
             assert procs[-1].poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"the reviewer did not start:\n{log.read_text()}"
-            time.sleep(0.1)
+            return reviewer.READY in log.read_text()
+
+        wait_until(ready, 60, failure=lambda: f"the reviewer did not start:\n{log.read_text()}")
         return user
 
     yield start
@@ -372,10 +374,7 @@ def check_approval_scenarios(
         r for r in shop.requests("/notifications")
         if r["headers"]["x-toolops-run-id"] == run.run_id
     ]  # fmt: skip
-    deadline = time.monotonic() + 15
-    while "↳ approval expires:" not in out.getvalue():
-        assert time.monotonic() < deadline, out.getvalue()
-        time.sleep(0.2)
+    wait_until(lambda: "↳ approval expires:" in out.getvalue(), failure=out.getvalue)
     [said] = [x for x in out.getvalue().splitlines() if x.startswith("↳ approval expires:")]
     assert f"run {run.run_id}: send_voucher expired" in said, said
     assert "rejected (reason expired) and nothing was sent" in said, said

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from django.db import connection
 from tests.conftest import Shop
 from tests.console.conftest import make_user
 from tests.toolops.adapters_helpers import CHARGE, FAST, ORDER, FakeModel, approve, carried_out
+from tests.waiting import wait_until
 from tests.worker import Worker
 from toolops.adapters.anthropic import anthropic_tools, tool_results_message
 from toolops.client import Run, ToolOps
@@ -138,9 +138,7 @@ def test_a_charge_long_polled_answers_its_result_once_approved_and_run(
         # While the agent's call waits: approve it once it is there, and let the worker
         # carry it out.
         try:
-            deadline = time.monotonic() + 20
-            while not Approval.objects.pending().exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_until(lambda: Approval.objects.pending().exists())
             carried_out(approve(rita), w)
         finally:
             connection.close()

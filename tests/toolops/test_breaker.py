@@ -8,9 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
+from django.db.models.functions import Now
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 from toolops.executor import breaker
 from toolops.models import CircuitBreaker
 from toolops.tools import registry
@@ -148,10 +150,11 @@ def test_it_shares_state_between_processes_and_probes_once(
     assert refused["error"]["reason"] == "circuit_open"
     assert len(shop.requests("/inventory/stock")) == 3
 
-    # After the cool-down, N concurrent calls through both processes: exactly one probe.
-    import time
-
-    time.sleep(1.2)
+    # After the cool-down (timed by the database's clock, as the breaker times it), N
+    # concurrent calls through both processes: exactly one probe.
+    wait_until(
+        lambda: CircuitBreaker.objects.filter(tool="flaky_stock", open_until__lte=Now()).exists()
+    )
     shop.fault("/inventory/stock", latency_ms=500)
     answers: list[dict[str, Any]] = []
     threads = [

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Shop
 from tests.console.conftest import make_user
+from tests.waiting import wait_until
 from tests.worker import Worker, wait_for
 from toolops.approvals.services import approval_decide
 from toolops.models import Approval, Run, ToolCall
@@ -60,15 +60,6 @@ async def mcp_client(
 
 def run_async(coro: Any) -> Any:
     return asyncio.run(coro)
-
-
-def eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def text(result: Any) -> str:
@@ -116,7 +107,7 @@ def test_a_call_runs_in_the_sessions_run_and_a_resend_is_the_same_call(
         ("query_stock", 0), ("reserve_stock", 0),
     ]  # fmt: skip
     # The client closed its session: the run is complete, its undos discarded.
-    assert eventually(lambda: Run.objects.get(pk=run.pk).status == "completed")
+    wait_until(lambda: Run.objects.get(pk=run.pk).status == "completed")
 
 
 def test_meta_names_the_run_and_step_and_continues_the_agents_trace(

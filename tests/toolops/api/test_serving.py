@@ -28,15 +28,24 @@ def test_a_long_poll_does_not_hold_up_other_requests(
     assert held["status"] == "pending_approval"
 
     ended: dict[str, float] = {}
+    answers: list[httpx.Response] = []
+    sent = threading.Event()
+
+    def on_trace(event: str, info: Any) -> None:
+        if event == "http11.send_request_body.complete":
+            sent.set()
 
     def long_poll() -> None:
-        answer = a.get(f"/calls/{held['call_id']}", params={"wait": 4})
-        assert answer.status_code == 202
+        # Up to 30 s: it ends when its run does, below.
+        answers.append(
+            a.get(f"/calls/{held['call_id']}", params={"wait": 30},
+                  extensions={"trace": on_trace})
+        )  # fmt: skip
         ended["poll"] = time.monotonic()
 
     poller = threading.Thread(target=long_poll)
     poller.start()
-    time.sleep(0.3)
+    assert sent.wait(30), "the long-poll was never sent"
     # Many more requests than threads and pooled connections, one after another.
     assert b.post("/runs", json={"run_id": "r-b"}).status_code == 201
     for step in range(12):
@@ -45,7 +54,12 @@ def test_a_long_poll_does_not_hold_up_other_requests(
         })  # fmt: skip
         assert done.status_code == 200 and done.json()["status"] == "succeeded"
     ended["others"] = time.monotonic()
-    poller.join()
+    # Only now does the held call end (its run is completed): the long-poll answers.
+    assert a.post("/runs/r-a/complete").status_code == 200
+    poller.join(40)
 
     assert ended["others"] < ended["poll"]
+    [answer] = answers
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "rejected"
     assert len(shop.requests("/inventory/stock")) == 12

@@ -4,7 +4,6 @@ limit is reached the run is budget_exhausted and takes no more calls."""
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,8 +13,9 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 from toolops.executor import breaker
-from toolops.models import ToolCall
+from toolops.models import Run, ToolCall
 
 from .helpers import call_ok, get_run, post_call, start_run
 
@@ -136,7 +136,7 @@ def test_it_counts_tokens_without_a_token_limit(api: APIClient, shop: Shop) -> N
 
 def test_it_refuses_calls_once_max_seconds_have_passed(api: APIClient, shop: Shop) -> None:
     start_run(api, budget={"max_seconds": 0.3})
-    time.sleep(0.4)
+    wait_until(lambda: Run.objects.get(run_id="r-1").seconds_used() > 0.3)
 
     assert_refused(api, shop, step_index=0, tool="query_stock", args=STOCK)
 
@@ -151,7 +151,7 @@ def test_it_shows_the_run_exhausted_as_soon_as_max_seconds_have_passed(
     # "The moment a limit is reached the run becomes budget_exhausted": an agent that only
     # reads the run must not be told it is still running.
     start_run(api, budget={"max_seconds": 0.3})
-    time.sleep(0.4)
+    wait_until(lambda: Run.objects.get(run_id="r-1").seconds_used() > 0.3)
 
     run = get_run(api)
 

@@ -5,8 +5,6 @@ and a person can settle one by hand (`call_settle`). Neither ever re-sends the w
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 from toolops.executor import breaker, settle
 from toolops.executor.settle import RECONCILE_MAX_ATTEMPTS, call_reconcile, call_settle
 from toolops.models import Attempt, CircuitBreaker, ToolCall
@@ -32,13 +31,6 @@ COMMITTED = {
     # The order commits, then the connection is reset.
     "drop_after_commit": {"drop_after_commit": 1},
 }
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 def lookups_fail(shop: Shop, path: str = "/orders/lookup") -> None:

@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 from django.db.models.functions import Now
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 from toolops.models import IdempotencyRecord, ToolCall
 
 from .helpers import allow_without_approval, charge_noquery
 
 CHARGE_ARGS = {"order_id": "ord-77", "amount": "199.00"}
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 class Agent:
@@ -67,8 +59,10 @@ def crash_mid_call(
     shop.fault(path, hang_after_commit_s=8)
 
     agent.call_in_background(first.url, "r-crash", body)
-    wait_until(lambda: len(shop.requests(path)) == 1)
-    time.sleep(0.1)  # the shop commits right after logging the arrival
+    # The shop has committed it (its table has the row), and holds the answer back.
+    table = path.rsplit("/", 1)[1]
+    wait_until(lambda: shop.state()["counts"][table] == 1)
+    assert len(shop.requests(path)) == 1
     first.kill()
 
     # The dead process left its claim and an in-progress call behind.

@@ -5,7 +5,6 @@ tool, or leaves the outcome unknown for a person. A live holder's claim is left 
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -14,12 +13,13 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 from toolops.executor.settle import stale_claim_keys
 from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
 from toolops.tasks import sweep_stale_claims
 
 from .helpers import allow_without_approval, charge_noquery, start_run
-from .test_stale_claim import Agent, wait_until
+from .test_stale_claim import Agent
 
 CHARGE_ARGS = {"order_id": "ord-41", "amount": "59.00"}
 
@@ -35,8 +35,9 @@ def kill_mid_charge(toolops_server: Any, agent_a: Any, shop: Shop, tool: str) ->
     agent.call_in_background(
         server.url, "r-swept", {"step_index": 4, "tool": tool, "args": CHARGE_ARGS}
     )
-    wait_until(lambda: len(shop.requests("/payments/charges")) == 1)
-    time.sleep(0.1)  # the shop commits right after logging the arrival
+    # The shop has committed the charge, and holds the answer back.
+    wait_until(lambda: shop.state()["counts"]["charges"] == 1)
+    assert len(shop.requests("/payments/charges")) == 1
     server.kill()
     shop.fault("/payments/charges")  # a re-sent charge would now be answered at once
 
