@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from toolops.envs import trusted_proxies
 from toolops.proxies import TrustedProxies
-from toolops.settings import trusted_proxies
 
 PROXIES = trusted_proxies("10.0.0.5, 192.168.0.0/16, fd00::/8")
 

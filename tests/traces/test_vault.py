@@ -18,8 +18,8 @@ from django.core.management import CommandError, call_command
 
 from tests.conftest import ROOT
 from tests.console.conftest import make_call, make_run
+from toolops.envs import args_keys, fernet_keys
 from toolops.models import ToolCall
-from toolops.settings import args_keys, fernet_keys
 from traces import services as traces
 from traces.models import SealedArgs
 from traces.vault import SealedArgsUnavailable, VaultError, args_read, seal, unseal
