@@ -202,12 +202,21 @@ def flush(timeout_ms: int = 5000) -> bool:
 
 
 def reset_for_tests() -> None:
-    """Forget the set-up (tests that install an in-memory exporter)."""
+    """Forget the set-up (tests that install an in-memory exporter), the process-wide
+    tracer provider included: left in place, it would trace what later tests do in this
+    process — an MCP client, say, would put its own traceparent in every `_meta`. OTel's
+    API sets the provider once per process; this undoes it as OpenTelemetry's own test
+    utilities do (`reset_trace_globals`)."""
     global _provider, _resource, _scope
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
     for processor in _processors:
         processor.shutdown()
     _processors.clear()
     _provider = _resource = _scope = None
+    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
 
 
 @lru_cache(maxsize=4)
