@@ -7,9 +7,8 @@ holds a byte more, and nothing is stored or authenticated for a body that is ref
 
 The read has a deadline, TOOLOPS_BODY_READ_TIMEOUT_S from the end of the headers (the
 whole body, not each chunk): a client that trickles its body gets 408 and its connection
-is closed. uvicorn times out
-only idle keep-alive connections, between requests; a request in progress may otherwise
-hold its connection, and this buffer, for ever."""
+is closed. uvicorn times out only idle keep-alive connections, between requests; a request
+in progress may otherwise hold its connection, and this buffer, for ever."""
 
 from __future__ import annotations
 
