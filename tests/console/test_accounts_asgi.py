@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from typing import Any
 
 import httpx
 from django.core.management import call_command
 
+from tests.waiting import wait_until
 from toolops.api.auth import AGENT_CACHE_S
 from toolops.services import agent_create
 
@@ -57,9 +57,7 @@ def test_a_revoked_token_is_refused_by_a_running_server_within_its_cache_time(
     call_command("revoke_agent", "bot", stdout=io.StringIO())
 
     # The server's token cache lets the old token through for at most AGENT_CACHE_S.
-    deadline = time.monotonic() + AGENT_CACHE_S + 5
-    while time.monotonic() < deadline:
-        if httpx.get(f"{server.url}/api/v1/tools", headers=headers).status_code == 401:
-            break
-        time.sleep(0.2)
-    assert httpx.get(f"{server.url}/api/v1/tools", headers=headers).status_code == 401
+    wait_until(
+        lambda: httpx.get(f"{server.url}/api/v1/tools", headers=headers).status_code == 401,
+        AGENT_CACHE_S + 5, every=0.2, failure="the revoked token was still accepted",
+    )  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 
 HELD = {"step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount": "5.00"}}
 # "Was still served during the attack": generous, for a busy two-core machine.
@@ -53,13 +54,11 @@ def _open_long_polls(a: httpx.Client, call_id: str, count: int, seconds: float) 
 
 def _until_held(server: Any, token: str, count: int) -> None:
     """Poll until agent A's `count` requests are in progress: its next one is refused."""
-    deadline = time.monotonic() + 30
     probe = _client(server, token, timeout=5)
-    while time.monotonic() < deadline:
-        if probe.get("/tools").status_code == 429:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the server never held {count} requests of agent A")
+    wait_until(
+        lambda: probe.get("/tools").status_code == 429,
+        30, failure=f"the server never held {count} requests of agent A",
+    )  # fmt: skip
 
 
 def test_64_long_polls_by_one_agent_do_not_delay_another_agents_requests(
@@ -125,10 +124,10 @@ def test_an_agent_whose_long_polls_went_away_gets_its_slots_back(
     for s in sockets:  # the client goes away mid-wait
         s.close()
 
-    deadline = time.monotonic() + 5  # well before the long-polls end (10 s)
-    while a.get("/tools").status_code == 429:
-        assert time.monotonic() < deadline, "the slots of a client gone away were kept"
-        time.sleep(0.05)
+    wait_until(  # well before the long-polls end (10 s)
+        lambda: a.get("/tools").status_code != 429,
+        5, failure="the slots of a client gone away were kept",
+    )  # fmt: skip
 
 
 def test_a_concurrent_duplicate_with_wait_0_answers_at_once_in_progress(
@@ -142,10 +141,10 @@ def test_a_concurrent_duplicate_with_wait_0_answers_at_once_in_progress(
     write = {"step_index": 0, "tool": "reserve_stock", "args": {"sku": "A12", "qty": 1}}
     first = threading.Thread(target=a.post, args=("/runs/r-dup/calls",), kwargs={"json": write})
     first.start()
-    deadline = time.monotonic() + 10
-    while not shop.requests("/inventory/reservations"):
-        assert time.monotonic() < deadline, "the first request never reached the shop"
-        time.sleep(0.02)
+    wait_until(
+        lambda: shop.requests("/inventory/reservations"),
+        10, every=0.02, failure="the first request never reached the shop",
+    )  # fmt: skip
 
     started = time.monotonic()
     duplicate = a.post("/runs/r-dup/calls", json={**write, "wait": 0})
@@ -197,10 +196,10 @@ def test_mcp_calls_waiting_for_a_reviewer_do_not_stall_another_agents_mcp_reques
                     {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": held})
         for sid in sessions
     ]  # fmt: skip
-    deadline = time.monotonic() + 30
-    while ToolCall.objects.filter(status="pending_approval").count() < len(sessions):
-        assert time.monotonic() < deadline, "agent A's calls were not all held"
-        time.sleep(0.05)
+    wait_until(
+        lambda: ToolCall.objects.filter(status="pending_approval").count() >= len(sessions),
+        30, failure="agent A's calls were not all held",
+    )  # fmt: skip
 
     started = time.monotonic()
     sid = ready_session(server.url, agent_b[1])

@@ -4,7 +4,6 @@ after it; and the token is checked before any cached answer is given."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from django.utils import timezone
 
 from tests.traces.conftest import Catalog
 from tests.traces.metrics_scenario import samples
+from tests.waiting import wait_until
 from toolops.models import Agent, Run, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -59,10 +59,10 @@ def test_after_the_window_a_scrape_reads_the_tables_again(settings: Any, run: Ru
     settings.TOOLOPS_METRICS_CACHE_S = 0.2
     add_call(run, 2)
 
-    deadline = time.monotonic() + 10
-    while samples(scrape().content.decode())[CALLS] != 2:
-        assert time.monotonic() < deadline, "the cached answer outlived its window"
-        time.sleep(0.05)
+    wait_until(
+        lambda: samples(scrape().content.decode())[CALLS] == 2,
+        10, failure="the cached answer outlived its window",
+    )  # fmt: skip
 
 
 def test_a_cached_answer_still_needs_the_token(settings: Any, run: Run) -> None:

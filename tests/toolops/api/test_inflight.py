@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import Shop
+from tests.waiting import wait_until
 from toolops.api import inflight
 
 REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
@@ -92,10 +93,11 @@ def test_two_web_processes_share_one_agents_cap_through_redis(
     pool = ThreadPoolExecutor(2)
     polls = [pool.submit(a.get, f"/calls/{held['call_id']}", params={"wait": 8}) for _ in range(2)]
     b = httpx.Client(base_url=f"{second.url}/api/v1", headers=headers, timeout=5)
-    deadline = time.monotonic() + 20
-    while (answer := b.get("/tools")).status_code != 429:  # served by the other process
-        assert time.monotonic() < deadline, "the second process never saw the first's slots"
-        time.sleep(0.05)
+    # Served by the other process: refused once it counts the first process's slots.
+    answer = wait_until(
+        lambda: (r := b.get("/tools")).status_code == 429 and r,
+        20, failure="the second process never saw the first's slots",
+    )  # fmt: skip
     assert answer.headers["retry-after"] == "1"
     assert all(f.result().status_code == 202 for f in polls)
     assert b.get("/tools").status_code == 200  # the slots came back

@@ -11,6 +11,7 @@ import httpx
 
 from tests.conftest import Shop
 from tests.console.conftest import make_user
+from tests.waiting import wait_until
 from toolops.approvals.services import approval_decide
 from toolops.models import Approval
 
@@ -18,10 +19,7 @@ HELD = {"step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount":
 
 
 def _reject_when_held(django_user_model: Any) -> None:
-    deadline = time.monotonic() + 20
-    while not Approval.objects.exists():
-        assert time.monotonic() < deadline, "the call was never held"
-        time.sleep(0.05)
+    wait_until(Approval.objects.exists, 20, failure="the call was never held")
     approval = Approval.objects.get()
     rita = make_user(django_user_model, "rita", "reviewers")
     approval_decide(approval=approval, by=rita, approve=False, note="no",
