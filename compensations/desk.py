@@ -13,15 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
-from compensations.services import (
-    ABORT_STATES,
-    CS,
-    Kind,
-    run_conclude,
-    ticket_close,
-    ticket_event,
-    wake,
-)
+from compensations.services import ABORT_STATES, CompensationStatus, Kind, run_conclude
+from compensations.tickets import ticket_close, ticket_event
+from toolops import executor
 from toolops.audit.services import Action, audit_record
 from toolops.models import IdempotencyRecord, Run, ToolCall
 from traces import services as traces
@@ -65,9 +59,9 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             .get(pk=ticket.pk)
         )
         compensation = ticket.compensation
-        if compensation.status in (CS.PENDING, CS.RUNNING):
+        if compensation.status in (CompensationStatus.PENDING, CompensationStatus.RUNNING):
             raise TicketActionRefused("A retry of this compensation is already running.")
-        if compensation.status != CS.DEAD_LETTERED:
+        if compensation.status != CompensationStatus.DEAD_LETTERED:
             raise TicketActionRefused(
                 f"The compensation is {compensation.status}: only a dead-lettered one is retried."
             )
@@ -83,9 +77,9 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
                 f"The last {compensation.tool} went out and its outcome is unknown: check the "
                 "downstream, then Resolve with a note."
             )
-        if not Compensation.objects.filter(pk=compensation.pk, status=CS.DEAD_LETTERED).update(
-            status=CS.PENDING, queued_at=timezone.now(), finished_at=None
-        ):
+        if not Compensation.objects.filter(
+            pk=compensation.pk, status=CompensationStatus.DEAD_LETTERED
+        ).update(status=CompensationStatus.PENDING, queued_at=timezone.now(), finished_at=None):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
         # The last round's record says "failed"; the next round claims the same key anew.
         IdempotencyRecord.objects.filter(
@@ -101,7 +95,7 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             detail={"tool": compensation.tool, "round": compensation.rounds + 1},
             summary=f"Retried {compensation.tool} (round {compensation.rounds + 1})",
         )  # fmt: skip
-        wake(ticket.run_id)
+        executor.compensations_wake(ticket.run_id)
     return ticket
 
 
@@ -117,10 +111,10 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
         if ticket.status == Ticket.Status.CLOSED:
             raise TicketActionRefused("The ticket is already closed.")
         status = ticket.compensation.status
-        if status in (CS.PENDING, CS.RUNNING):
+        if status in (CompensationStatus.PENDING, CompensationStatus.RUNNING):
             raise TicketActionRefused("A retry is running: wait for its outcome.")
         if not Compensation.objects.filter(pk=ticket.compensation_id, status=status).update(
-            status=CS.RESOLVED, finished_at=timezone.now()
+            status=CompensationStatus.RESOLVED, finished_at=timezone.now()
         ):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
         said = _redacted(note, ticket)

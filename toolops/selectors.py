@@ -10,10 +10,9 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from toolops.approvals import services as approval_services
-from toolops.executor import breaker, claims
 from toolops.models import Agent, Run, ToolCall
 from toolops.rows import RowLoader
+from toolops.summary import PARTIAL, WAITING
 
 # \Z, not $: "$" also matches before a trailing newline, and "run-1\n" is not run-1.
 ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}\Z")
@@ -25,71 +24,18 @@ def check_id(value: str, what: str) -> None:
         raise Http404(f"no such {what}")
 
 
-def run_get_for_agent(
-    *,
-    agent: Agent,
-    run_id: str,
-    tool_call_id: str | None = None,
-    tool: str | None = None,
-    idempotency_key: str | None = None,
-    duplicate_probe: tuple[str, str, int] | None = None,
-) -> Run:
-    """The agent's own run; another agent's, a missing or a malformed id → 404.
-
-    For a call, the same query also reads whether the run already has a call with that
-    `tool_call_id` (`run.existing_call_pk`) and the `tool`'s breaker (`run.breaker_state`):
-    two round trips fewer on every call. With `idempotency_key`, it also reads that key's
-    claim and call (`run.claim_hit`), so that a replay is answered by this one query.
-    With `duplicate_probe` (tool, args digest, window in seconds), it also reads the
-    earlier call this one may repeat in another run of the session
-    (`run.session_duplicate_pk`), for the approval gate."""
+def run_get_for_agent(*, agent: Agent, run_id: str) -> Run:
+    """The agent's own run; another agent's, a missing or a malformed id → 404. A call
+    reads its run with more in the same query (toolops.executor.read_context)."""
     check_id(run_id, "run")
-    # On every call: hand-written, since compiling this query costs more than running it.
-    existing = (
-        "(SELECT c.id FROM toolops_toolcall c WHERE c.run_id = r.id AND c.tool_call_id = %s)"
-        if tool_call_id is not None
-        else "NULL"
-    )
-    columns, joins = "", ""
-    # Parameters in the order they appear: the select list's, then the joins'.
-    params: list[object] = [tool_call_id] if tool_call_id is not None else []
-    join_params: list[object] = []
-    if tool is not None:
-        columns += f", {breaker.state_sql('b')}"
-        joins += "LEFT JOIN toolops_circuitbreaker b ON b.tool = %s "
-        join_params.append(tool)
-    if duplicate_probe is not None:
-        columns += f", {approval_services.duplicate_sql('r')}"
-        params.extend(approval_services.duplicate_params(*duplicate_probe))
-    if idempotency_key is not None:
-        columns += f", {claims.with_call_sql('k', 'kc')}"
-        joins += (
-            'LEFT JOIN toolops_idempotencyrecord k ON k."key" = %s '
-            "LEFT JOIN toolops_toolcall kc ON kc.call_id = k.call_ref "
-        )
-        join_params.append(idempotency_key)
-    sql = (
-        f"SELECT {_runs.columns('r')}, {existing}{columns} "
-        f"FROM toolops_run r {joins}WHERE r.agent_id = %s AND r.run_id = %s"
-    )
+    # On every look: hand-written, since compiling this query costs more than running it.
+    sql = f"SELECT {_runs.columns('r')} FROM toolops_run r WHERE r.agent_id = %s AND r.run_id = %s"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *join_params, agent.pk, run_id])
+        cursor.execute(sql, [agent.pk, run_id])
         row = cursor.fetchone()
     if row is None:
         raise Http404("no such run")
-    run = _runs.load(row)
-    extra = row[len(_runs.fields) :]
-    if tool_call_id is not None:
-        run.existing_call_pk = extra[0]
-    extra = extra[1:]
-    if tool is not None:
-        width = len(breaker.STATE_COLUMNS)
-        run.breaker_state, extra = tuple(extra[:width]), extra[width:]
-    if duplicate_probe is not None:
-        run.session_duplicate_pk, extra = extra[0], extra[1:]
-    if idempotency_key is not None:
-        run.claim_hit = claims.with_call_from_row(extra)
-    return run
+    return _runs.load(row)
 
 
 _runs = RowLoader(Run)
@@ -167,8 +113,6 @@ class CallsTally:
 
 def run_calls_tally(*, run: Run) -> CallsTally:
     """Four queries, whatever the run's length."""
-    from toolops.summary import PARTIAL, WAITING
-
     calls = run.calls.agent_calls()
     counts = calls.aggregate(
         total=Count("pk"),

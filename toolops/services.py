@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -12,29 +12,17 @@ from django.utils import timezone
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-from compensations import services as compensation_services
-from toolops import selectors
+from django.http import Http404
+
+from toolops import executor, selectors
 from toolops.approvals import services as approval_services
 from toolops.audit.services import Action, audit_record
-from toolops.executor import breaker
-from toolops.executor import prepare as preparing
-from toolops.executor.pipeline import CallAnswer
-from toolops.executor.pipeline import call_submit as _call_submit
-from toolops.executor.prepare import CallRequest, Prepared
-from toolops.executor.settle import call_settle
-from toolops.models import (
-    Agent,
-    Approval,
-    CircuitBreaker,
-    Run,
-    ToolCall,
-    ToolPolicy,
-    new_trace_id,
-)
+from toolops.executor import CallAnswer, CallRequest
+from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy, new_trace_id
 from traces import services as traces
 
-__all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_submit",
-           "call_create", "call_wait", "run_abort", "run_complete", "run_create"]  # fmt: skip
+__all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_create",
+           "run_abort", "run_complete", "run_create", "run_for_agent"]  # fmt: skip
 
 
 class RunEndingConflict(Exception):
@@ -92,11 +80,10 @@ def run_create(
 ) -> tuple[Run, bool]:
     """Create a run, or return the agent's existing run with that id (a crashed agent
     resumes). Returns (run, created)."""
-    import uuid
-
     if run_id:
         existing = Run.objects.filter(agent=agent, run_id=run_id).first()
         if existing is not None:
+            executor.check_deadline(existing)
             return existing, False
     budget = budget or {}
     run = Run(
@@ -118,96 +105,25 @@ def run_create(
     return run, True
 
 
-def call_prepare(*, request: CallRequest) -> Prepared:
-    return preparing.prepare(request)
-
-
-def call_write_key(
-    *, agent: Agent, run_id: str, request: CallRequest, prepared: Prepared
-) -> str | None:
-    return preparing.write_key(agent_id=agent.pk, run_id=run_id, request=request, prepared=prepared)
+def run_for_agent(*, agent: Agent, run_id: str) -> Run:
+    """The agent's own run (another agent's, a missing or a malformed id → 404), as
+    anyone looking at it finds it: past its max_seconds, it is budget_exhausted now."""
+    run = selectors.run_get_for_agent(agent=agent, run_id=run_id)
+    executor.check_deadline(run)
+    return run
 
 
 def call_create(*, agent: Agent, run_id: str, request: CallRequest) -> CallAnswer:
     """A call in the agent's run, as `POST /runs/{run_id}/calls` makes it (the API and
-    the MCP server). The answer's call has its run attached."""
-    prepared = call_prepare(request=request)
-    # One query reads the run, the tool's breaker, an earlier call with this
-    # tool_call_id and, for a write, the claim of its key: a replay needs no other.
-    run = selectors.run_get_for_agent(
-        agent=agent,
-        run_id=run_id,
-        tool_call_id=request.tool_call_id,
-        tool=request.tool,
-        idempotency_key=call_write_key(
-            agent=agent, run_id=run_id, request=request, prepared=prepared
-        ),
-        duplicate_probe=_duplicate_probe(prepared),
-    )
-    answer = call_submit(run=run, request=request, prepared=prepared)
-    answer.call.run = run
-    return answer
-
-
-def _duplicate_probe(prepared: Prepared) -> tuple[str, str, int] | None:
-    """What the session-duplicate check needs, read along with the run (writes only)."""
-    spec = prepared.spec
-    if spec is None or spec.is_read or prepared.problem or not spec.session_dedupe_window_s:
-        return None
-    return spec.name, prepared.digest, spec.session_dedupe_window_s
-
-
-def call_submit(*, run: Run, request: CallRequest, prepared: Prepared | None = None) -> CallAnswer:
-    # A replay's span needs its start; nothing else on this path does.
-    started = timezone.now() if traces.spans_exporting() else None
-    begun = time.monotonic()
-    answer = _call_submit(run=run, request=request, prepared=prepared)
-    if answer.replayed:
-        if started is not None:
-            traces.replay_export(call=answer.call, traceparent=request.traceparent, started=started)
-        # Answered with an existing call (its idempotency record, an earlier call with this
-        # tool_call_id, or after waiting for the first request): no call row is written,
-        # so the hit rate counts it here, in one statement.
-        traces.replay_noted(tool=answer.call.tool)
-    # A duplicate may already have waited for the first request: `wait` is the whole wait.
-    left = request.wait - (time.monotonic() - begun)
-    if answer.call.is_waiting and left > 0:
-        answer.call = call_wait(call=answer.call, seconds=left)
-    return answer
-
-
-# A long-poll looks again after each of these pauses (then every LONG_POLL_PAUSES[-1] s).
-LONG_POLL_PAUSES = (0.05, 0.075, 0.11, 0.17, 0.25, 0.38, 0.5)
-
-
-def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
-    """Long-poll in this thread: hold while the call is pending_approval or in_progress.
-    For callers without an event loop (the MCP server's worker threads, tests' clients);
-    the served API waits on its event loop instead (toolops/api/longpoll.py)."""
-    deadline = time.monotonic() + seconds
-    looks = 0
-    while call.is_waiting and time.monotonic() < deadline:
-        pause = LONG_POLL_PAUSES[min(looks, len(LONG_POLL_PAUSES) - 1)]
-        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        looks += 1
-        call.refresh_from_db()
-    return call_wait_ended(call=call)
-
-
-def call_wait_look(*, call: ToolCall) -> bool:
-    """One look for a long-poll: True once the call no longer waits."""
-    call.refresh_from_db()
-    return not call.is_waiting
-
-
-def call_wait_ended(*, call: ToolCall) -> ToolCall:
-    """The call as a long-poll answers it."""
-    if call.approval_id:
-        # refresh_from_db keeps a related object it already holds: read the decision anew.
-        call.approval = Approval.objects.select_related("decided_by", "duplicate_of").get(
-            pk=call.approval_id
-        )
-    return call
+    the MCP server): prepared, its run read in one query with all the call needs of it
+    (a replay needs no other), then the executor's path. The answer's call has its run
+    attached."""
+    selectors.check_id(run_id, "run")
+    prepared = executor.prepare(request, agent_id=agent.pk, run_id=run_id)
+    context = executor.read_context(agent=agent, run_id=run_id, request=request, prepared=prepared)
+    if context is None:
+        raise Http404("no such run")
+    return executor.submit(context, request, prepared)
 
 
 def run_complete(*, run: Run) -> Run:
@@ -223,7 +139,7 @@ def run_complete(*, run: Run) -> Run:
         ).update(status=Run.Status.COMPLETED, ended_at=timezone.now())
         if changed:
             traces.run_changed(run_pk=run.pk)
-            compensation_services.runs_discard(run_pks=[run.pk])
+            executor.compensations_discard(run_pks=[run.pk])
             # A completed run takes no more calls: what waits for a person ends too.
             approval_services.approvals_end_for_run(run=run, note="run completed")
     run.refresh_from_db()
@@ -252,7 +168,7 @@ def run_abort(*, run: Run, reason: str) -> Run:
             traces.run_changed(run_pk=run.pk)
             # Calls still waiting for a person become `rejected` (API.md).
             approval_services.approvals_end_for_run(run=run, note="run aborted")
-        if changed and not compensation_services.compensations_start(run=run):
+        if changed and not executor.compensations_start(run=run):
             Run.objects.filter(pk=run.pk).update(status=Run.Status.ABORTED, ended_at=timezone.now())
     run.refresh_from_db()
     if not changed and run.status not in ABORT_STATES:
@@ -303,7 +219,9 @@ def call_settle_audited(
     """Settle an unknown outcome through the executor and audit it, together. False, with
     nothing written, when a person or the worker settled it first."""
     with transaction.atomic():
-        settled = call_settle(call=call, by=by, succeeded=succeeded, note=note, result=result)
+        settled = executor.call_settle(
+            call=call, by=by, succeeded=succeeded, note=note, result=result
+        )
         if settled:
             audit_record(
                 actor=by, action=Action.CALL_SETTLE, obj=call,
@@ -320,7 +238,7 @@ def breaker_force_open_audited(
     """Hold the breaker open through the executor and audit it, together."""
     with transaction.atomic():
         # force_open creates the row when the breaker never tripped.
-        breaker.force_open(tool=tool, seconds=minutes * 60, reason=reason)
+        executor.breaker_force_open(tool=tool, seconds=minutes * 60, reason=reason)
         row = CircuitBreaker.objects.get(tool=tool)
         audit_record(
             actor=by, action=Action.BREAKER_FORCE_OPEN, obj=row,
@@ -340,7 +258,7 @@ def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker 
             return None
         before = f"{row.state}{' (forced)' if row.forced else ''}"
         failures = row.consecutive_failures
-        breaker.reset(tool=tool)
+        executor.breaker_reset(tool=tool)
         audit_record(
             actor=by, action=Action.BREAKER_RESET, obj=row,
             detail={"from": before, "consecutive_failures": failures},

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from toolops import executor
+from toolops.approvals.services import approvals_expire, approvals_stalled, approved_call_execute
+
 # Expired idempotency records are deleted by the retention purge (traces.tasks.purge_traces).
 
 
 @shared_task(acks_late=True)
 def reconcile_unknown_calls() -> int:
     """Ask the query tools about unknown outcomes that are due (DESIGN.md "unknown")."""
-    from toolops.executor.settle import call_reconcile, unknown_calls_due
-
-    due = unknown_calls_due()
+    due = executor.unknown_calls_due()
     for pk in due:
-        call_reconcile(call_pk=pk)
+        executor.call_reconcile(call_pk=pk)
     return len(due)
 
 
@@ -23,11 +24,9 @@ def reconcile_unknown_calls() -> int:
 def sweep_stale_claims() -> int:
     """Settle claims whose holder died between claim and record, without re-sending an
     unsafe write blindly."""
-    from toolops.executor.settle import claim_recover, stale_claim_keys
-
-    keys = stale_claim_keys()
+    keys = executor.stale_claim_keys()
     for key in keys:
-        claim_recover(key=key)
+        executor.claim_recover(key=key)
     return len(keys)
 
 
@@ -35,8 +34,6 @@ def sweep_stale_claims() -> int:
 def execute_approved_call(approval_pk: int) -> str:
     """Run a call a reviewer approved, through the normal executor path. Safe to deliver
     twice: only the first delivery starts it."""
-    from toolops.approvals.services import approved_call_execute
-
     return approved_call_execute(approval_pk=approval_pk)
 
 
@@ -44,8 +41,6 @@ def execute_approved_call(approval_pk: int) -> str:
 def sweep_approvals() -> int:
     """End approvals nobody decided in time (`rejected`, reason `expired`), and start
     approved calls whose worker message was lost."""
-    from toolops.approvals.services import approvals_expire, approvals_stalled
-
     expired = approvals_expire()
     for pk in approvals_stalled():
         execute_approved_call.delay(pk)

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from toolops.executor.classify import Failure
 from toolops.tools import http
+from toolops.tools.outcome import Failure
 
 BODIES = {
     "/deep": b"[" * 5000 + b"]" * 5000,

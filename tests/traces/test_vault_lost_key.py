@@ -28,7 +28,7 @@ from tests.traces.sensitive_fixtures import (
 )
 from toolops.approvals.services import approval_decide
 from toolops.executor.execution import Execution
-from toolops.executor.pipeline import recover_stale_claim
+from toolops.executor.replay import recover_stale_claim
 from toolops.executor.settle import call_reconcile, call_settle
 from toolops.models import Approval, IdempotencyRecord, ToolCall
 from toolops.tasks import execute_approved_call

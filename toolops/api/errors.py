@@ -12,7 +12,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from toolops.executor.pipeline import BadCallRequest, RunNotRunning, ToolCallConflict
+from toolops.executor import BadCallRequest, RunNotRunning, ToolCallConflict
 from toolops.services import RunEndingConflict
 from traces import services as traces
 

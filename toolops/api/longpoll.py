@@ -24,7 +24,7 @@ from django.db import close_old_connections
 from django.http import HttpResponseBase
 from rest_framework.response import Response
 
-from toolops import services
+from toolops import executor
 from toolops.models import ToolCall
 
 from .output import call_out
@@ -60,7 +60,7 @@ async def wait(
     if poll is None:
         return response
     loop = asyncio.get_running_loop()
-    pauses = services.LONG_POLL_PAUSES
+    pauses = executor.LONG_POLL_PAUSES
     looks = 0
     while True:
         left = poll.deadline - time.monotonic()
@@ -78,7 +78,7 @@ async def wait(
 
 def _look(call: ToolCall) -> bool:
     try:
-        return services.call_wait_look(call=call)
+        return executor.wait_look(call=call)
     finally:
         # Each look borrows a database connection and gives it back, as a request does.
         close_old_connections()
@@ -88,7 +88,7 @@ def _render(response: Response, poll: LongPoll) -> HttpResponseBase:
     """The view's response, its body and status for the call as it is now (headers as
     the middleware set them)."""
     try:
-        call = services.call_wait_ended(call=poll.call)
+        call = executor.wait_ended(call=poll.call)
         data = call_out(call, replayed=poll.replayed)
     finally:
         close_old_connections()

@@ -1,5 +1,5 @@
 """Response bodies, built as plain dicts on the hot path; the serializers below describe
-the same shapes for the OpenAPI schema."""
+the same shapes for the OpenAPI schema. Formatting only: nothing here writes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from toolops import selectors
-from toolops.approvals.services import approval_out
-from toolops.executor import feedback
-from toolops.executor.pipeline import run_check_deadline
-from toolops.models import Run, ToolCall
+from compensations.selectors import run_compensations
+from toolops import executor, selectors
+from toolops.models import Approval, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary, summary_text
 from traces import services as traces
 
@@ -41,7 +39,7 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
         "status": call.status,
         "result": None if problem else result,
         "error": call.error,
-        "feedback": feedback.result_unavailable(call.tool) if problem else call.feedback,
+        "feedback": executor.result_unavailable_feedback(call.tool) if problem else call.feedback,
         "attempts": call.attempts,
         "replayed": replayed,
         # Only a call that waited for a person has one: no look-up for any other.
@@ -54,14 +52,29 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
     return out
 
 
+def approval_out(approval: Approval | None) -> dict[str, Any] | None:
+    """The `approval` object of a call (API.md)."""
+    if approval is None:
+        return None
+    duplicate = approval.duplicate_of.call_id if approval.duplicate_of_id else None
+    return {
+        "approval_id": approval.approval_id,
+        "status": approval.status,
+        "reason": approval.reason,
+        "duplicate_of": duplicate,
+        "url": f"/console/approvals/{approval.approval_id}/",
+        "expires_at": iso(approval.expires_at),
+        "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
+        "note": approval.note or None,
+    }
+
+
 def run_out(run: Run, *, calls_after: str | None = None) -> dict[str, Any]:
     """The run with at most its first 1,000 calls in step order (API.md), or the 1,000
     after the call `calls_after` names (selectors.UnknownCursor when none). Its usage,
     summary and last success always speak of the whole run: computed from the calls when
-    they are all here, else by the database (a constant number of queries either way)."""
-    from compensations.selectors import run_compensations
-
-    run_check_deadline(run)
+    they are all here, else by the database (a constant number of queries either way).
+    Reads only: the run's deadline was looked at when it was read (services)."""
     page = selectors.run_calls_page(run=run, after=calls_after)
     calls = page.calls
     for call in calls:

@@ -12,8 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from toolops import jsonbound, selectors, services
-from toolops.executor import breaker
+from toolops import executor, jsonbound, selectors, services
 from toolops.selectors import ID_RE
 from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
@@ -124,7 +123,7 @@ class RunDetailApi(APIView):
         responses={200: RunSchema, **ERRORS},
     )
     def get(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        run = services.run_for_agent(agent=request.user, run_id=run_id)
         # A plain dict: as a form, DRF would take an empty `calls_after=` as no value.
         query = self.QuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
@@ -140,7 +139,7 @@ class RunDetailApi(APIView):
 class RunCompleteApi(APIView):
     @extend_schema(request=None, responses={200: RunSchema, **ERRORS})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        run = services.run_for_agent(agent=request.user, run_id=run_id)
         return Response(run_out(services.run_complete(run=run)))
 
 
@@ -153,7 +152,7 @@ class RunAbortApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: RunSchema, **ERRORS})
     def post(self, request: Request, run_id: str) -> Response:
-        run = selectors.run_get_for_agent(agent=request.user, run_id=run_id)
+        run = services.run_for_agent(agent=request.user, run_id=run_id)
         data = self.InputSerializer(data=request.data or {})
         data.is_valid(raise_exception=True)
         run = services.run_abort(run=run, reason=data.validated_data.get("reason", ""))
@@ -202,7 +201,7 @@ class CallCreateApi(APIView):
             validated = data.validated_data
         wait = validated.get("wait", 0)
         on_loop = wait > 0 and longpoll.served_on_event_loop(request)
-        call_request = services.CallRequest(
+        call_request = executor.CallRequest(
             **{**validated, "wait": 0 if on_loop else wait},
             traceparent=request.META.get("HTTP_TRACEPARENT", ""),
         )
@@ -234,7 +233,7 @@ class CallDetailApi(APIView):
             response = Response(call_out(call), status=202)
             return longpoll.hand_over(response, call=call, replayed=False, seconds=wait)
         if wait > 0:
-            call = services.call_wait(call=call, seconds=wait)
+            call = executor.wait_for(call=call, seconds=wait)
         return Response(call_out(call), status=202 if call.is_waiting else 200)
 
 
@@ -259,7 +258,7 @@ class ToolListApi(APIView):
                 {"format": [f"unknown format {shape[:40]!r}: use openai or anthropic, or none"]}
             )
         tools = registry.public_tools()
-        unavailable = breaker.availability()
+        unavailable = executor.breaker_availability()
         if shape == "anthropic":
             return Response({"tools": [
                 {"name": t.name, "description": t.description, "input_schema": t.params_schema}

@@ -3,7 +3,7 @@ each approval's page fetch their live region again (toolops/live.py)."""
 
 from __future__ import annotations
 
-from toolops.approvals.services import LIVE_GROUP
+from toolops.approvals.models import LIVE_GROUP
 from toolops.consumers import LiveConsumer
 from toolops.permissions import can_review
 

@@ -10,6 +10,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+# The live group of the reviewers' pages (toolops/live.py): told of every new approval,
+# decision and ending.
+LIVE_GROUP = "approvals"
+
 
 def new_approval_id() -> str:
     return f"ap-{secrets.token_hex(12)}"

@@ -1,127 +1,37 @@
-"""Approvals (DESIGN.md "Approvals"): the gate's one question, holding a call for a
-person, deciding once and atomically, executing an approved call through the worker,
-and ending what nobody decided in time or what an abort left waiting.
+"""Approvals (DESIGN.md "Approvals"), after the executor's gate held a call for a person
+(toolops/executor/gate.py): deciding once and atomically, starting an approved call
+through the worker, and ending what nobody decided in time or what an abort left
+waiting.
 
 Every transition is guarded by the approval's row lock and a conditional UPDATE on its
 status, so racing reviewers, the expiry task and an abort agree on one ending."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from toolops import live
-from toolops.approvals.models import Approval, ApprovalVote
+from toolops import executor, live
+from toolops.approvals.models import LIVE_GROUP, Approval, ApprovalVote
 from toolops.audit.services import Action, audit_record
 from toolops.models import Run, ToolCall
+from toolops.queue import EXECUTE_APPROVED_CALL, enqueue_on_commit
 from traces import services as traces
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-    from toolops.tools.spec import ToolSpec
-
-AS = Approval.Status
-CS = ToolCall.Status
-# Statuses of an earlier call that make a repeat suspicious: it took, or may have taken,
-# effect (a failed, rejected or skipped call did not).
-DUPLICATE_STATUSES = (CS.SUCCEEDED, CS.DEGRADED, CS.UNKNOWN, CS.PENDING_APPROVAL,
-                      CS.IN_PROGRESS)  # fmt: skip
-LIVE_GROUP = "approvals"
+ApprovalStatus = Approval.Status
+CallStatus = ToolCall.Status
 
 
 class DecisionRefused(Exception):
     """A decision the approval's state does not allow; says why, and by whom if decided."""
-
-
-@dataclass(frozen=True)
-class Need:
-    """Why a call must wait for a person, and on what terms."""
-
-    reason: str
-    duplicate_of: int | None
-    ttl_s: int
-    approvals_required: int
-
-
-# -- the gate ---------------------------------------------------------------------------
-
-
-def duplicate_sql(run_alias: str) -> str:
-    """A subquery for the run read (selectors.run_get_for_agent): the earliest call with
-    this tool and canonical args in ANOTHER run of the same agent and session_key, within
-    the window, that took or may have taken effect. Parameters: tool, args digest,
-    window in seconds."""
-    from toolops.executor.claims import now_minus_sql
-
-    since, _ = now_minus_sql()
-    statuses = ", ".join(f"'{s}'" for s in DUPLICATE_STATUSES)
-    # CASE first: a run without a session_key (most) never runs the subquery at all.
-    return (
-        f"CASE WHEN {run_alias}.session_key IS NULL THEN NULL ELSE "
-        "(SELECT d.id FROM toolops_toolcall d JOIN toolops_run dr ON dr.id = d.run_id "
-        f"WHERE dr.session_key = {run_alias}.session_key "
-        f"AND dr.agent_id = {run_alias}.agent_id AND dr.id <> {run_alias}.id "
-        "AND d.role = 'call' AND d.tool = %s AND d.args_digest = %s "
-        f"AND d.created_at >= {since} AND d.status IN ({statuses}) "
-        "ORDER BY d.created_at, d.id LIMIT 1) END"
-    )
-
-
-def duplicate_params(tool: str, args_digest: str, window_s: int) -> list[object]:
-    from toolops.executor.claims import now_minus_sql
-
-    _, param = now_minus_sql()
-    return [tool, args_digest, param(window_s)]  # type: ignore[operator]
-
-
-def approval_needed(*, run: Run, spec: ToolSpec, args_digest: str) -> Need | None:
-    """Does this call need a person? The executor's one question. A read never does; a
-    tool with no approval and no session to compare costs nothing here: the possible
-    duplicate was read along with the run (`run.session_duplicate_pk`), or is read now
-    only when the run has a session_key."""
-    if spec.is_read:
-        return None
-    window = spec.session_dedupe_window_s
-    duplicate = None
-    if run.session_key and window > 0:
-        if hasattr(run, "session_duplicate_pk"):
-            duplicate = run.session_duplicate_pk
-        else:
-            duplicate = _find_duplicate(run, spec.name, args_digest, window)
-    if duplicate is not None:
-        reason = Approval.Reason.POSSIBLE_DUPLICATE
-    elif spec.requires_approval:
-        irreversible = spec.kind == "irreversible"
-        reason = Approval.Reason.IRREVERSIBLE if irreversible else Approval.Reason.POLICY
-    else:
-        return None
-    return Need(reason, duplicate, spec.approval_ttl_s, spec.approvals_required)
-
-
-def _find_duplicate(run: Run, tool: str, args_digest: str, window_s: int) -> int | None:
-    sql = f"SELECT {duplicate_sql('r')} FROM toolops_run r WHERE r.id = %s"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*duplicate_params(tool, args_digest, window_s), run.pk])
-        row = cursor.fetchone()
-    return None if row is None else row[0]
-
-
-def approval_open(*, run: Run, call: ToolCall, need: Need) -> Approval:
-    """The approval a held call waits on (inside the caller's transaction, with the call's
-    claim: a held call without its approval must never exist)."""
-    approval = Approval.objects.create(
-        run=run, tool=call.tool, reason=need.reason, duplicate_of_id=need.duplicate_of,
-        args_hash=call.args_digest, approvals_required=need.approvals_required,
-        expires_at=timezone.now() + timedelta(seconds=need.ttl_s),
-    )  # fmt: skip
-    live.changed(group=LIVE_GROUP, item=approval.pk)
-    return approval
 
 
 # -- decisions -------------------------------------------------------------------------------
@@ -155,12 +65,12 @@ def approval_decide(
 def _refusal(
     approval: Approval, *, by: AbstractBaseUser, approve: bool, note: str, args_hash: str
 ) -> str | None:
-    if approval.status != AS.PENDING:
+    if approval.status != ApprovalStatus.PENDING:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         when = f" at {approval.decided_at:%H:%M:%S} UTC" if approval.decided_at else ""
         return f"Already decided: {approval.status} by {who}{when}."
     if approval.expires_at <= timezone.now():
-        _end(approval, AS.EXPIRED, by=None, note="")
+        _end(approval, ApprovalStatus.EXPIRED, by=None, note="")
         return "This approval has expired: the call was not run."
     if args_hash != approval.args_hash:
         return (
@@ -202,7 +112,7 @@ def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: st
         summary=f"{decision} (args {approval.args_hash[:12]}…){said}",
     )  # fmt: skip
     if not approve:
-        _end(approval, AS.REJECTED, by=by, note=note)
+        _end(approval, ApprovalStatus.REJECTED, by=by, note=note)
     elif (
         approval.votes.filter(decision=ApprovalVote.Decision.APPROVE).count()
         >= approval.approvals_required
@@ -213,21 +123,19 @@ def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: st
 
 def _approve(approval: Approval, *, by: AbstractBaseUser, note: str) -> None:
     now = timezone.now()
-    Approval.objects.filter(pk=approval.pk, status=AS.PENDING).update(
-        status=AS.APPROVED, decided_by=by, decided_at=now, note=note
+    Approval.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
+        status=ApprovalStatus.APPROVED, decided_by=by, decided_at=now, note=note
     )
-    approval.status, approval.decided_by, approval.decided_at = AS.APPROVED, by, now
-    ToolCall.objects.filter(approval=approval, status=CS.PENDING_APPROVAL).update(
-        status=CS.IN_PROGRESS, feedback=""
+    approval.status, approval.decided_by, approval.decided_at = ApprovalStatus.APPROVED, by, now
+    ToolCall.objects.filter(approval=approval, status=CallStatus.PENDING_APPROVAL).update(
+        status=CallStatus.IN_PROGRESS, feedback=""
     )
     traces.run_changed(run_pk=approval.run_id)
     _execute_later(approval.pk)
 
 
 def _execute_later(approval_pk: int) -> None:
-    from toolops.tasks import execute_approved_call as execute_approved_call_task
-
-    transaction.on_commit(lambda: execute_approved_call_task.delay(approval_pk))
+    enqueue_on_commit(EXECUTE_APPROVED_CALL, approval_pk)
 
 
 def _end(
@@ -236,16 +144,14 @@ def _end(
     *,
     by: AbstractBaseUser | None,
     note: str,
-    was: str = AS.PENDING,
+    was: str = ApprovalStatus.PENDING,
 ) -> bool:
     """Reject or expire an approval (`was` pending, or approved but never started) and
     its call, which ends without running; its claim is recorded, so the same request
     again answers this ending."""
-    from toolops.executor import claims, feedback
-
     now = timezone.now()
     # An approval that was approved keeps its approver: the run ended it, not a reviewer.
-    decided = {} if was == AS.APPROVED else {"decided_by": by, "decided_at": now}
+    decided = {} if was == ApprovalStatus.APPROVED else {"decided_by": by, "decided_at": now}
     if not Approval.objects.filter(pk=approval.pk, status=was).update(
         status=status, note=note, **decided
     ):
@@ -254,29 +160,12 @@ def _end(
     if decided:
         approval.decided_by, approval.decided_at = by, now  # type: ignore[assignment]
     call = ToolCall.objects.filter(approval=approval).first()
-    if call is None:
-        return True
-    expired = status == AS.EXPIRED
-    reason = ToolCall.Reason.EXPIRED if expired else ToolCall.Reason.REJECTED
-    message = "approval expired" if expired else f"rejected: {note}" if note else "rejected"
-    if expired:
-        text = feedback.expired(call.tool)
-    elif by is None:
-        text = feedback.run_ended(call.tool, note)
-    else:
-        text = feedback.rejected(call.tool, note)
-    fields = {
-        "status": CS.REJECTED, "error_class": "fatal", "error_reason": reason,
-        "error_message": message[:2000], "feedback": text, "finished_at": now,
-    }  # fmt: skip
-    if ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.WAITING).update(**fields):
-        for name, value in fields.items():
-            setattr(call, name, value)
-        traces.call_export(call=call)
-    if call.idempotency_key:
-        claims.close(key=call.idempotency_key)
+    if call is not None:
+        executor.held_call_release(
+            call=call, expired=status == ApprovalStatus.EXPIRED, by_person=by is not None,
+            note=note,
+        )  # fmt: skip
     live.changed(group=LIVE_GROUP, item=approval.pk)
-    traces.run_changed(run_pk=call.run_id)
     return True
 
 
@@ -285,14 +174,15 @@ def approvals_end_for_run(*, run: Run, note: str) -> int:
     person, or was approved but not yet started, ends `rejected` with `note`."""
     ended = 0
     waiting = Approval.objects.filter(run=run).filter(
-        Q(status=AS.PENDING) | Q(status=AS.APPROVED, execution_started_at__isnull=True)
+        Q(status=ApprovalStatus.PENDING)
+        | Q(status=ApprovalStatus.APPROVED, execution_started_at__isnull=True)
     )
     for approval in waiting.select_for_update():
-        if approval.status == AS.APPROVED and not Approval.objects.filter(
+        if approval.status == ApprovalStatus.APPROVED and not Approval.objects.filter(
             pk=approval.pk, execution_started_at__isnull=True
         ).update(execution_started_at=timezone.now()):
             continue  # its worker started it a moment ago: it runs to its end
-        ended += _end(approval, AS.REJECTED, by=None, note=note, was=approval.status)
+        ended += _end(approval, ApprovalStatus.REJECTED, by=None, note=note, was=approval.status)
     return ended
 
 
@@ -303,9 +193,10 @@ def approvals_expire(*, limit: int = 200) -> int:
     ended = 0
     for approval in due[:limit]:
         with transaction.atomic():
-            ended += _end(approval, AS.EXPIRED, by=None, note="")
+            ended += _end(approval, ApprovalStatus.EXPIRED, by=None, note="")
     over = Run.objects.filter(
-        approvals__status=AS.PENDING, status__in=[Run.Status.COMPLETED, *Run.ABORT_STATES]
+        approvals__status=ApprovalStatus.PENDING,
+        status__in=[Run.Status.COMPLETED, *Run.ABORT_STATES],
     ).distinct()
     for run in over[:limit]:
         with transaction.atomic():
@@ -317,12 +208,10 @@ def approvals_expire(*, limit: int = 200) -> int:
 def approvals_stalled() -> list[int]:
     """Approved calls nobody started within TOOLOPS_APPROVAL_GRACE_S: their worker
     message was lost."""
-    from django.conf import settings
-
     since = timezone.now() - timedelta(seconds=settings.TOOLOPS_APPROVAL_GRACE_S)
     return list(
         Approval.objects.filter(
-            status=AS.APPROVED, execution_started_at__isnull=True, decided_at__lt=since
+            status=ApprovalStatus.APPROVED, execution_started_at__isnull=True, decided_at__lt=since
         ).values_list("pk", flat=True)[:100]
     )
 
@@ -334,13 +223,11 @@ def approved_call_execute(*, approval_pk: int) -> str:
     """Execute an approved call through the normal executor path (claim, breaker, retries,
     unknown-outcome reconciliation, compensation registration). Safe to deliver twice:
     the first to set execution_started_at owns it."""
-    from toolops.executor.approved import execute_held_call, take_up
-
     with transaction.atomic():
         # Started and taken up together: a worker that dies after this leaves a claim
         # with an ordinary lease, which the stale-claim sweep recovers within a minute.
         if not Approval.objects.filter(
-            pk=approval_pk, status=AS.APPROVED, execution_started_at__isnull=True
+            pk=approval_pk, status=ApprovalStatus.APPROVED, execution_started_at__isnull=True
         ).update(execution_started_at=timezone.now()):
             return "skipped"
         call = ToolCall.objects.select_related("run", "approval").get(approval_id=approval_pk)
@@ -348,28 +235,12 @@ def approved_call_execute(*, approval_pk: int) -> str:
         if run.status not in (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED):
             # The run ended between the approval and now: the call never runs.
             note = "run completed" if run.status == Run.Status.COMPLETED else "run aborted"
-            _end(call.approval, AS.REJECTED, by=None, note=note, was=AS.APPROVED)
+            was = ApprovalStatus.APPROVED
+            _end(call.approval, ApprovalStatus.REJECTED, by=None, note=note, was=was)
             return "skipped"
-        fence = take_up(call=call)
-    status = execute_held_call(call=call, fence=fence) if fence is not None else "skipped"
+        fence = executor.approved_call_take_up(call=call)
+    status = "skipped"
+    if fence is not None:
+        status = executor.approved_call_execute(call=call, fence=fence)
     live.changed(group=LIVE_GROUP, item=approval_pk)
     return status
-
-
-def approval_out(approval: Approval | None) -> dict[str, Any] | None:
-    """The `approval` object of a call (API.md)."""
-    if approval is None:
-        return None
-    from toolops.api.output import iso
-
-    duplicate = approval.duplicate_of.call_id if approval.duplicate_of_id else None
-    return {
-        "approval_id": approval.approval_id,
-        "status": approval.status,
-        "reason": approval.reason,
-        "duplicate_of": duplicate,
-        "url": f"/console/approvals/{approval.approval_id}/",
-        "expires_at": iso(approval.expires_at),
-        "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
-        "note": approval.note or None,
-    }

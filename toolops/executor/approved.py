@@ -13,7 +13,8 @@ from toolops.tools import registry
 
 from . import claims, feedback
 from .budget import Tokens
-from .execution import Execution, lease_s
+from .execution import Execution
+from .record import record
 
 Status = ToolCall.Status
 
@@ -27,7 +28,7 @@ def take_up(*, call: ToolCall) -> int | None:
     if spec is None:
         _end_unsent(call, f"{call.tool} is no longer in the catalog")
         return None
-    return claims.reclaim(key=call.idempotency_key, lease_s=lease_s(spec))
+    return claims.reclaim(key=call.idempotency_key, lease_s=claims.lease_s(spec))
 
 
 def execute_held_call(*, call: ToolCall, fence: int) -> str:
@@ -38,7 +39,7 @@ def execute_held_call(*, call: ToolCall, fence: int) -> str:
     run = call.run
     execution = Execution(run=run, call=call, spec=spec, tokens=Tokens(run, 0), fence=fence)
     execution.run_attempts()
-    execution.record(insert=False)
+    record(execution, insert=False)
     return execution.call.status
 
 

@@ -18,10 +18,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from toolops.models import Attempt, CircuitBreaker
+from toolops.tools.outcome import Failure, Outcome
 from toolops.tools.spec import ToolSpec
 
 from . import claims
-from .classify import Failure, Outcome
 
 State = CircuitBreaker.State
 Health = Attempt.Health
@@ -52,7 +52,6 @@ def health_of(outcome: Outcome) -> str:
 
 STATE_COLUMNS = ("tool", "state", "consecutive_failures", "open_until", "probe_until",
                  "forced", "due", "probe_lapsed")  # fmt: skip
-NOT_READ = object()
 
 
 def state_sql(alias: str) -> str:
@@ -73,10 +72,10 @@ def read_state(tool: str) -> tuple[object, ...] | None:
         return cursor.fetchone()
 
 
-def admit(spec: ToolSpec, known: object = NOT_READ) -> Admission:
+def admit(spec: ToolSpec, known: tuple[object, ...] | None = None) -> Admission:
     """May an attempt go out? `known`: the state as just read with the run (the first
-    attempt of a call), to spare a round trip; later attempts read it afresh."""
-    found = read_state(spec.name) if known is NOT_READ else known
+    attempt of a call, context.py), to spare a round trip; None: read it now."""
+    found = read_state(spec.name) if known is None else known
     row = None
     if isinstance(found, tuple) and found[0] is not None:
         row = dict(zip(STATE_COLUMNS, found, strict=True))

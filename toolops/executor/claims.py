@@ -7,13 +7,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection
 
 from toolops.models import ToolCall
 from toolops.rows import RowLoader
+from toolops.tools.spec import ToolSpec
 
 TABLE = "toolops_idempotencyrecord"
 _calls = RowLoader(ToolCall)
+
+
+def lease_s(spec: ToolSpec) -> float:
+    """How long a claim's holder may go silent: the lease must outlive one attempt; each
+    further attempt renews it."""
+    return max(settings.TOOLOPS_CLAIM_LEASE_S, spec.timeout_s + 1.0)
+
+
+def ttl_s() -> float:
+    """How long an idempotency record answers replays."""
+    return settings.TOOLOPS_IDEMPOTENCY_TTL_S
 
 
 def now_sql() -> str:

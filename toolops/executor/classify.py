@@ -1,25 +1,15 @@
 """The one failure classifier every tool shares (DESIGN.md "Failure classes").
 
-A transport (HTTP or Python) reports what happened as an `Outcome`; `classify` decides
-whether that is a result, a fatal failure, a harmless retry, or an unknown outcome."""
+A transport (toolops/tools/: HTTP or Python) reports what happened as an `Outcome`;
+`classify` decides whether that is a result, a fatal failure, a harmless retry, or an
+unknown outcome."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
-
-class Failure(enum.StrEnum):
-    """How an attempt went wrong, before we judge whether it matters."""
-
-    TIMEOUT = "timeout"  # the request may have been sent and processed
-    REFUSED = "refused"  # the connection was never made: provably not sent
-    RESET = "reset"  # the connection broke mid-request
-    HTTP = "http"  # the downstream answered a non-2xx status
-    INVALID_BODY = "invalid_body"  # 2xx whose body is not JSON
-    TOO_LARGE = "too_large"  # 2xx whose body is past TOOLOPS_DOWNSTREAM_MAX_BYTES, unread
-    ERROR = "error"  # a Python tool raised
+from toolops.tools.outcome import Failure, Outcome
 
 
 class Verdict(enum.StrEnum):
@@ -27,22 +17,6 @@ class Verdict(enum.StrEnum):
     FATAL = "fatal"
     RETRY = "retry"
     UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: int | None = None
-    body: Any = None
-    failure: Failure | None = None
-    message: str = ""
-    retry_after: float | None = None
-    request_id: str = ""
-    # Python tools may say themselves whether a failure is worth retrying.
-    retryable: bool | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
 
 
 @dataclass(frozen=True)
@@ -88,23 +62,3 @@ def classify(outcome: Outcome, *, replay_safe: bool) -> Classified:
         return Classified(Verdict.FATAL, "downstream_error")
     reason = "timeout" if outcome.failure is Failure.TIMEOUT else "downstream_error"
     return Classified(Verdict.RETRY if replay_safe else Verdict.UNKNOWN, reason)
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After in seconds or as an HTTP date; None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    from datetime import UTC, datetime
-
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())

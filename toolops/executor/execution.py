@@ -1,29 +1,28 @@
-"""The attempts of one call and their recording: the part of the path that talks to the
-downstream (DESIGN.md): breaker → budget → attempt → classify → backoff, reconcile an
-unknown outcome, then record the result with its attempts — and, for a successful
-compensable write, its compensation, in the same statement.
+"""The attempts of one call: the part of the path that talks to the downstream
+(DESIGN.md): breaker → budget → attempt → classify → backoff, and an unknown outcome
+reconciled by asking the tool's query tool. Each ending is set on the call (`end`); the
+result is recorded after, by record.py.
 
-Used by the agent's calls (pipeline.py) and by the worker's undo calls (undo.py)."""
+Used by the agent's calls (pipeline.py), approved calls (approved.py), recovered claims
+(replay.py) and the worker's undo calls (undo.py)."""
 
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from compensations import services as compensation_services
 from toolops.models import Attempt, Run, ToolCall, new_span_id
+from toolops.tools.outcome import Failure, Outcome
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import backoff, breaker, budget, claims, feedback, store
+from . import backoff, breaker, claims, feedback
 from .budget import Tokens
-from .classify import Failure, Verdict, classify
+from .classify import Classified, Verdict, classify
 from .prepare import validator
 from .reconcile import QueryResult, query_outcome
 from .transport import send
@@ -33,19 +32,6 @@ Reason = ToolCall.Reason
 
 # An unknown outcome whose query failed is asked again by the worker from this delay on.
 RECONCILE_FIRST_S = 5.0
-
-
-def lease_s(spec: ToolSpec) -> float:
-    from django.conf import settings
-
-    # The lease must outlive one attempt; each further attempt renews it.
-    return max(settings.TOOLOPS_CLAIM_LEASE_S, spec.timeout_s + 1.0)
-
-
-def ttl_s() -> float:
-    from django.conf import settings
-
-    return settings.TOOLOPS_IDEMPOTENCY_TTL_S
 
 
 def end(
@@ -70,6 +56,7 @@ class Execution:
     def __init__(
         self, *, run: Run, call: ToolCall, spec: ToolSpec, tokens: Tokens, fence: int | None,
         undo: bool = False, trace_id: str | None = None,
+        breaker_state: tuple[object, ...] | None = None,
     ) -> None:  # fmt: skip
         self.run = run
         self.call = call
@@ -88,97 +75,127 @@ class Execution:
         self.limit_reached: bool | None = None
         self.lost_claim = False
         self.resumed = False  # taken over from a holder that died
+        # The tool's breaker as read with the run (context.py), for the first attempt.
+        self.breaker_state = breaker_state
 
     # -- attempts ---------------------------------------------------------------------
 
     def run_attempts(self) -> None:
-        spec, call = self.spec, self.call
-        if not self._args_ready():
+        """Attempts until one ends the call: a result, a fatal failure, an unknown outcome,
+        or a limit (the tool's attempts, the run's budget, the breaker, a lost claim)."""
+        if not self._args_ready() or self._found_before_writing():
             return
-        if spec.query_before_write and spec.query is not None and call.attempts == 0:
-            # Level 2 of DESIGN.md's fallbacks: look before writing. A failed look does not
-            # stop the write — the downstream's unique index is the backstop.
-            outcome, found, looks = query_outcome(spec, call, self.run)
-            self.rows.extend(looks)
-            if outcome is QueryResult.FOUND:
-                self._succeeded(found, text=feedback.already_done(spec.name, spec.query.tool))
-                return
-        last_message = ""
-        waited = 0.0
+        last_message, waited = "", 0.0
         while True:
-            if call.attempts >= spec.max_attempts:
-                self._exhausted(last_message)
-                return
-            if call.attempts > 0 and self.fence is not None and not self._renew():
-                self.lost_claim = True
-                return
-            # The first attempt may use the breaker state read along with the run.
-            known = getattr(self.run, "breaker_state", breaker.NOT_READ)
-            self.run.breaker_state = breaker.NOT_READ  # later attempts read afresh
-            admission = breaker.admit(spec, known)
-            if not admission.allowed:
-                self._circuit_open(admission.available_at)
-                return
-            if not self._reserve_attempt():
-                what = f"max_attempts {self.run.max_attempts} reached"
-                message = f"{what}; {last_message}".strip("; ")
-                end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED, message,
-                     feedback.budget_exhausted(what))  # fmt: skip
+            admission = self._admit(last_message)
+            if admission is None:
                 return
             outcome, row = self._attempt(waited)
             row.health = breaker.health_of(outcome)
-            breaker.report(spec, admission, row.health)
-            verdict = classify(outcome, replay_safe=spec.replay_safe)
-            row.outcome = verdict.verdict.value
-            row.reason = verdict.reason
+            breaker.report(self.spec, admission, row.health)
+            verdict = classify(outcome, replay_safe=self.spec.replay_safe)
+            row.outcome, row.reason = verdict.verdict.value, verdict.reason
             last_message = outcome.message
-            if verdict.is_ok:
-                self._succeeded(outcome.body)
+            if self._ended_by(outcome, verdict):
                 return
-            if verdict.verdict is Verdict.FATAL:
-                if outcome.failure is Failure.TOO_LARGE:
-                    self._too_large(outcome.message)
-                elif verdict.reason == Reason.RESULT_INVALID:
-                    end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, outcome.message,
-                         feedback.result_invalid(spec.name, outcome.message))  # fmt: skip
-                else:
-                    end(call, Status.FAILED, "fatal", verdict.reason, outcome.message,
-                         feedback.fatal(spec.name, outcome.message))  # fmt: skip
+            pause = self._pause_before_retry(outcome, verdict)
+            if pause is None:
                 return
-            if verdict.verdict is Verdict.UNKNOWN:
-                if spec.query is None:
-                    self.settle_unknown(outcome.message, reason=verdict.reason)
-                    return
-                found = self.reconcile(outcome.message, reason=verdict.reason)
-                if found is not QueryResult.NOT_FOUND:
-                    return
-                # Not found: the write provably did not take effect; retry it with the
-                # same key and client_reference, within budget.
-            if call.attempts >= spec.max_attempts:
-                self._exhausted(last_message, reason=verdict.reason)
-                return
-            waited = backoff.delay(
-                retry_number=call.attempts, base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s,
-                retry_after=outcome.retry_after, jitter="full" if self.budgeted else "growing",
-            )  # fmt: skip
-            # A long wait (an undo's backoff reaches 30 s) must not let the lease lapse and
-            # invite a takeover while we sleep.
-            long_wait = waited + spec.timeout_s + 1 > lease_s(spec)
-            if (
-                self.fence is not None
-                and long_wait
-                and not claims.renew(
-                    key=call.idempotency_key, fence=self.fence, lease_s=lease_s(spec) + waited
-                )
-            ):
-                self.lost_claim = True
-                return
-            if self._past_deadline(waited):
-                what = f"max_seconds {self.run.max_seconds:g} reached"
-                end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED,
-                     f"{what}; {last_message}", feedback.budget_exhausted(what))  # fmt: skip
-                return
+            waited = pause
             time.sleep(waited)
+
+    def _found_before_writing(self) -> bool:
+        """Level 2 of DESIGN.md's fallbacks: look before writing. A failed look does not
+        stop the write — the downstream's unique index is the backstop."""
+        spec, call = self.spec, self.call
+        if not (spec.query_before_write and spec.query is not None and call.attempts == 0):
+            return False
+        outcome, found, looks = query_outcome(spec, call, self.run)
+        self.rows.extend(looks)
+        if outcome is not QueryResult.FOUND:
+            return False
+        self._succeeded(found, text=feedback.already_done(spec.name, spec.query.tool))
+        return True
+
+    def _admit(self, last_message: str) -> breaker.Admission | None:
+        """May another attempt go out? None, with the call ended, when it may not."""
+        spec, call = self.spec, self.call
+        if call.attempts >= spec.max_attempts:
+            self._exhausted(last_message)
+            return None
+        if call.attempts > 0 and self.fence is not None and not self._renew():
+            self.lost_claim = True
+            return None
+        # The first attempt may use the breaker state read along with the run.
+        admission = breaker.admit(spec, self.breaker_state)
+        self.breaker_state = None  # later attempts read it afresh
+        if not admission.allowed:
+            self._circuit_open(admission.available_at)
+            return None
+        if not self._reserve_attempt():
+            what = f"max_attempts {self.run.max_attempts} reached"
+            message = f"{what}; {last_message}".strip("; ")
+            end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED, message,
+                 feedback.budget_exhausted(what))  # fmt: skip
+            return None
+        return admission
+
+    def _ended_by(self, outcome: Outcome, verdict: Classified) -> bool:
+        """Does this attempt's outcome end the call? True once it is ended (a result, a
+        fatal failure, an unknown outcome the query tool could not settle as not done)."""
+        spec, call = self.spec, self.call
+        if verdict.is_ok:
+            self._succeeded(outcome.body)
+            return True
+        if verdict.verdict is Verdict.FATAL:
+            if outcome.failure is Failure.TOO_LARGE:
+                self._too_large(outcome.message)
+            elif verdict.reason == Reason.RESULT_INVALID:
+                end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, outcome.message,
+                     feedback.result_invalid(spec.name, outcome.message))  # fmt: skip
+            else:
+                end(call, Status.FAILED, "fatal", verdict.reason, outcome.message,
+                     feedback.fatal(spec.name, outcome.message))  # fmt: skip
+            return True
+        if verdict.verdict is Verdict.UNKNOWN:
+            if spec.query is None:
+                self.settle_unknown(outcome.message, reason=verdict.reason)
+                return True
+            # Not found: the write provably did not take effect; it is retried with the
+            # same key and client_reference, within budget.
+            return self.reconcile(outcome.message, reason=verdict.reason) is not (
+                QueryResult.NOT_FOUND
+            )
+        return False
+
+    def _pause_before_retry(self, outcome: Outcome, verdict: Classified) -> float | None:
+        """The wait before the next attempt; None, with the call ended, when there is none:
+        the tool's attempts are used up, the claim was lost, or the wait would take the
+        run past its max_seconds."""
+        spec, call = self.spec, self.call
+        if call.attempts >= spec.max_attempts:
+            self._exhausted(outcome.message, reason=verdict.reason)
+            return None
+        waited = backoff.delay(
+            retry_number=call.attempts, base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s,
+            retry_after=outcome.retry_after, jitter="full" if self.budgeted else "growing",
+        )  # fmt: skip
+        # A long wait (an undo's backoff reaches 30 s) must not let the lease lapse and
+        # invite a takeover while we sleep.
+        lease = claims.lease_s(spec)
+        if (
+            self.fence is not None
+            and waited + spec.timeout_s + 1 > lease
+            and not claims.renew(key=call.idempotency_key, fence=self.fence, lease_s=lease + waited)
+        ):
+            self.lost_claim = True
+            return None
+        if self._past_deadline(waited):
+            what = f"max_seconds {self.run.max_seconds:g} reached"
+            end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED,
+                 f"{what}; {outcome.message}", feedback.budget_exhausted(what))  # fmt: skip
+            return None
+        return waited
 
     def resume(self) -> None:
         """Attempts for a call whose claim we took over from a holder that died between
@@ -236,7 +253,7 @@ class Execution:
         """Extend our lease before another attempt; False: we lost the claim."""
         assert self.fence is not None
         return claims.renew(
-            key=self.call.idempotency_key, fence=self.fence, lease_s=lease_s(self.spec)
+            key=self.call.idempotency_key, fence=self.fence, lease_s=claims.lease_s(self.spec)
         )
 
     def _reserve_attempt(self) -> bool:
@@ -333,57 +350,3 @@ class Execution:
         elif outcome is QueryResult.FAILED:
             self.settle_unknown(message, reason=reason)
         return outcome
-
-    # -- recording --------------------------------------------------------------------
-
-    def record(self, *, insert: bool) -> bool:
-        """Record the result with its attempts; False when our lease ran out and someone
-        else now holds this call (its answer is theirs: `self.call` is re-read).
-
-        A successful write that has an undo registers it in the same statement (never a
-        success without its undo). Raises IntegrityError when a read's insert clashes
-        with another call's tool_call_id."""
-        call = self.call
-        fence = None if self.fence is None else (-1 if self.lost_claim else self.fence)
-        undo = self._compensation()
-        also = [undo] if undo is not None and not undo.problem else []
-        # Counters live on the run row only for limited runs; the result's own statement
-        # settles them (budget.py).
-        charge = None
-        if self.budgeted and self.run.has_limits:
-            # A first attempt reserved by the claim but never made is given back.
-            attempts = self.unreserved_attempts - (1 if self.prereserved else 0)
-            if attempts or self.tokens.pending or self.limit_reached is not False:
-                charge = budget.charge_sql(self.run, attempts=attempts, tokens=self.tokens.pending)
-        # A compensation that cannot be built and the ticket it opens are written in one
-        # transaction: a rare path, where statements do not count.
-        with transaction.atomic() if undo is not None and undo.problem else nullcontext():
-            if insert:
-                store.insert_with_attempts(call, self.rows, charge=charge)
-                recorded = True
-            else:
-                recorded = store.record_result(
-                    call, self.rows, fence=fence, fields=RESULT_FIELDS, also=also, charge=charge
-                )
-            if recorded and undo is not None and undo.problem:
-                compensation_services.compensation_save_unmappable(compensation=undo)
-        if not recorded:
-            call.refresh_from_db()
-            # Our attempts happened and landed; the call span is its new holder's.
-            traces.attempts_export(call=call, attempts=self.rows)
-        else:
-            traces.call_export(call=call, attempts=self.rows)
-        traces.run_changed(run_pk=self.run.pk)
-        return recorded
-
-    def _compensation(self) -> Any:
-        """The unsaved compensation a successful write registers, or None."""
-        if not self.budgeted or self.call.status not in ToolCall.USABLE or self.spec.is_read:
-            return None
-        return compensation_services.compensation_build(call=self.call, spec=self.spec)
-
-
-RESULT_FIELDS = [
-    "status", "result", "error_class", "error_reason", "error_message", "feedback",
-    "attempts", "finished_at", "next_reconcile_at", "result_sealed",
-]  # fmt: skip

@@ -1,7 +1,7 @@
-"""What a call asks for, before any database work: the tool, the args as sent (made to
-fit the schema), their canonical form and digest, the schema's verdict, and — for a
-write — the idempotency key. The API makes all of it before it reads the run, so that
-one query can also find a replay."""
+"""What a call asks for, before any database work (DESIGN.md: tool lookup → args schema →
+idempotency key): the tool, the args as sent (made to fit the schema), their canonical
+form and digest, the schema's verdict, and the idempotency key. All of it is made before
+the run is read, so that one query (context.py) can also find a replay."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
+from toolops.models import ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
@@ -32,12 +33,29 @@ class CallRequest:
 
 
 @dataclass
+class CallAnswer:
+    """What a call request is answered with: the call, and whether it was an earlier
+    one's answer (`replayed`, API.md)."""
+
+    call: ToolCall
+    replayed: bool
+
+
+@dataclass
 class Prepared:
     spec: ToolSpec | None
     args: dict[str, Any] | None
     digest: str
     canonical: bytes | None
     problem: str | None  # invalid args, for the model
+    # sha256(run : step_index : tool : canonical_args); None for an unknown tool or args
+    # the schema refuses. Reads carry one too (API.md: Idempotency-Key is always sent).
+    key: str | None = None
+
+    @property
+    def write_key(self) -> str | None:
+        """The key of a write that will be claimed; None for anything else."""
+        return self.key if self.spec is not None and not self.spec.is_read else None
 
 
 _format_checker = FormatChecker()
@@ -53,26 +71,12 @@ def _is_decimal(value: object) -> bool:
     return True
 
 
-def write_key(
-    *, agent_id: int, run_id: str, request: CallRequest, prepared: Prepared
-) -> str | None:
-    """The idempotency key of a write that will be claimed; None for anything else.
+def prepare(request: CallRequest, *, agent_id: int, run_id: str) -> Prepared:
+    """The request's tool, args (as sent, made to fit the schema), canonical form and key.
+    Needs no database, so the key is made before the run is read.
 
-    `sha256(run : step_index : tool : canonical_args)`, the run named by its agent and
-    run_id: two agents may both call a run `r-1`, and must never share keys."""
-    spec = prepared.spec
-    if spec is None or spec.is_read or prepared.problem is not None:
-        return None
-    assert prepared.canonical is not None
-    return idempotency_key(
-        run_id=f"{agent_id}/{run_id}", step_index=request.step_index, tool=spec.name,
-        canonical_args=prepared.canonical,
-    )  # fmt: skip
-
-
-def prepare(request: CallRequest) -> Prepared:
-    """The request's tool, args (as sent, made to fit the schema) and canonical form.
-    Needs no database, so the API can make the key before it looks the run up."""
+    The run is named by its agent and run_id in the key: two agents may both call a run
+    `r-1`, and must never share keys."""
     spec = registry.get(request.tool, include_internal=False)
     try:
         raw = parse_args(request.args)
@@ -88,7 +92,13 @@ def prepare(request: CallRequest) -> Prepared:
     except ArgsError as exc:
         return Prepared(spec, args, digest(repr(args).encode()), None, exc.message)
     problem = schema_problem(spec, args) if spec else None
-    return Prepared(spec, args, digest(canonical), canonical, problem)
+    key = None
+    if spec is not None and problem is None:
+        key = idempotency_key(
+            run_id=f"{agent_id}/{run_id}", step_index=request.step_index, tool=spec.name,
+            canonical_args=canonical,
+        )  # fmt: skip
+    return Prepared(spec, args, digest(canonical), canonical, problem, key)
 
 
 # schema object → its validator, built once: a validator is read-only once built, and a

@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools import registry
-from toolops.tools.spec import Mapping, ToolSpec
+from toolops.tools.mapping import resolve_mapping
+from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
 from . import breaker
@@ -26,36 +27,6 @@ class QueryResult(enum.Enum):
     FOUND = "found"
     NOT_FOUND = "not_found"
     FAILED = "failed"
-
-
-def resolve_mapping(
-    mapping: Mapping, spec: ToolSpec, call: ToolCall, missing: list[str] | None = None
-) -> dict[str, Any]:
-    """Args for a query or compensation tool, mapped from the original call. A path that
-    finds nothing maps to None, and is named in `missing` when the caller passes a list.
-
-    Mapped from the full args and result (the stored ones are redacted): a call read
-    back from the database has them opened from the vault. Raises SealedArgsUnavailable
-    when the vault cannot give them back: placeholders are never mapped."""
-    args = traces.args_open(call) or {}
-    if mapping.args is None:
-        mapped = {k: args[k] for k in spec.business_key if k in args}
-        if spec.client_reference:
-            mapped[spec.client_reference] = call.client_reference
-        return mapped
-    out: dict[str, Any] = {}
-    for name, path in mapping.args.items():
-        if isinstance(path, str) and path.startswith("$."):
-            source, _, dotted = path[2:].partition(".")
-            value: Any = args if source == "args" else (traces.result_open(call) or {})
-            for part in dotted.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            if value is None and missing is not None:
-                missing.append(path)
-            out[name] = value
-        else:
-            out[name] = path
-    return out
 
 
 def query_outcome(

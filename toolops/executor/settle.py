@@ -10,14 +10,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from compensations import services as compensation_services
 from toolops.models import Attempt, IdempotencyRecord, ToolCall
 from toolops.tools import registry
 from traces import services as traces
 
-from . import feedback
-from .pipeline import recover_stale_claim
+from . import feedback, register
 from .reconcile import QueryResult, query_outcome
+from .replay import recover_stale_claim
 
 Status = ToolCall.Status
 # After this many failed looks the call waits for a person (the console lists it).
@@ -73,7 +72,7 @@ def call_reconcile(*, call_pk: int) -> str:
             if settled:
                 # Never a success without its undo: registered in the same transaction.
                 call.status = Status.SUCCEEDED
-                compensation_services.compensation_register(call=call, spec=spec)
+                register.register_late(call=call, spec=spec)
                 traces.call_settled_export(call_pk=call.pk)  # its span, at last
             return "succeeded"
         if outcome is QueryResult.NOT_FOUND:
@@ -131,7 +130,7 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
         traces.run_changed(run_pk=call.run_id)
         if settled and succeeded:
             call.status = Status.SUCCEEDED
-            compensation_services.compensation_register(call=call, spec=spec)
+            register.register_late(call=call, spec=spec)
         if settled:
             traces.call_settled_export(call_pk=call.pk)
     return settled

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 
 from toolops import rows
@@ -222,3 +222,11 @@ def insert_with_attempts(
     with _savepoint_if_nested(), connection.cursor() as cursor:
         cursor.execute(sql, [*params, *more, *vault_params, *usage_params])
         rows.mark_saved(call, cursor.fetchone()[0])
+
+
+def is_tool_call_id_clash(exc: IntegrityError) -> bool:
+    """Whether an insert failed on the run's unique tool_call_id: another request with
+    this tool_call_id got in first."""
+    # PostgreSQL names the constraint; SQLite names the columns.
+    text = str(exc)
+    return "call_run_tool_call_id" in text or "toolops_toolcall.tool_call_id" in text

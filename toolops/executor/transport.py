@@ -7,10 +7,9 @@ from typing import Any
 
 from toolops.models import Run, ToolCall
 from toolops.tools import http, local
+from toolops.tools.outcome import Outcome
 from toolops.tools.spec import ToolSpec
 from traces.services import spans_exporting
-
-from .classify import Outcome
 
 
 def send(

@@ -21,9 +21,10 @@ from traces import services as traces
 from . import claims, feedback, store
 from .budget import Tokens
 from .canonical import canonical_json, digest
-from .execution import Execution, end, lease_s, ttl_s
+from .execution import Execution, end
 from .keys import client_reference
 from .prepare import schema_problem
+from .record import record
 
 # An undo's retries (API.md): the undo tool's max_attempts when the catalog sets it, else
 # 5; backoff from 1 s, capped at 30 s.
@@ -91,7 +92,7 @@ def undo_execute(
             traces.sealed_save(call)
         traces.call_export(call=call)
         return call
-    if store.claim_with_call(call, lease_s=lease_s(spec), ttl_s=ttl_s()):
+    if store.claim_with_call(call, lease_s=claims.lease_s(spec), ttl_s=claims.ttl_s()):
         execution = _execution(run, call, spec, fence=1, trace_id=trace_id)
         execution.run_attempts()
         return _recorded(execution)
@@ -105,7 +106,7 @@ def undo_execute(
     if not state.lease_expired:
         return None
     # Its holder died mid-round (a worker killed): take the claim over and resume.
-    fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=lease_s(spec))
+    fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=claims.lease_s(spec))
     if fence is None:
         return None
     execution = _execution(run, current, spec, fence=fence, trace_id=trace_id)
@@ -116,7 +117,7 @@ def undo_execute(
 def _recorded(execution: Execution) -> ToolCall | None:
     # Not recorded: our lease lapsed mid-round and another worker took the round over;
     # its outcome is the one that counts.
-    return execution.call if execution.record(insert=False) else None
+    return execution.call if record(execution, insert=False) else None
 
 
 def _execution(run: Run, call: ToolCall, spec: ToolSpec, *, fence: int, trace_id: str) -> Execution:

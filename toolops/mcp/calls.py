@@ -11,7 +11,7 @@ from django.conf import settings
 from django.http import Http404
 from rest_framework.exceptions import APIException
 
-from toolops import jsonbound, selectors, services
+from toolops import executor, jsonbound, selectors, services
 from toolops.api.output import call_out
 from toolops.client.calls import result_text
 from toolops.models import Agent, Run, ToolCall
@@ -79,7 +79,7 @@ def call(
     TOOLOPS_MCP_WAIT_S); the server passes 0 and waits on its event loop instead."""
     _check_params(tool, arguments, meta)
     run_id, step_index = _placement(meta, session_id)
-    request = services.CallRequest(
+    request = executor.CallRequest(
         step_index=step_index, tool=tool, args=arguments or {}, traceparent=traceparent,
         wait=float(settings.TOOLOPS_MCP_WAIT_S if wait is None else wait),
     )  # fmt: skip
@@ -102,7 +102,7 @@ def call(
 
 
 def outcome_after_wait(*, call: ToolCall, replayed: bool) -> Outcome:
-    return outcome_of(call_out(services.call_wait_ended(call=call), replayed=replayed))
+    return outcome_of(call_out(executor.wait_ended(call=call), replayed=replayed))
 
 
 def outcome_of(out: dict[str, Any]) -> Outcome:

@@ -15,7 +15,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
-from toolops import services
+from toolops import executor, services
 
 from . import calls
 
@@ -92,7 +92,7 @@ async def _wait(call: Any, replayed: bool) -> calls.Outcome:
     while (left := deadline - time.monotonic()) > 0:
         await asyncio.sleep(min(pauses[min(looks, len(pauses) - 1)], left))
         looks += 1
-        if await _sync(services.call_wait_look)(call=call):
+        if await _sync(executor.wait_look)(call=call):
             break
     return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)  # type: ignore[no-any-return]
 

@@ -22,7 +22,7 @@ from urllib3.exceptions import (
 )
 
 from toolops import jsonbound
-from toolops.executor.classify import Failure, Outcome, parse_retry_after
+from toolops.tools.outcome import Failure, Outcome, parse_retry_after
 
 # Thread-safe; keeps connections alive per host, and checks a pooled connection is still
 # open before reusing it. retries=False: the executor owns every retry.

@@ -7,7 +7,7 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
-from toolops.executor.classify import Failure, Outcome
+from toolops.tools.outcome import Failure, Outcome
 
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="python-tool")
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from toolops import services
-from toolops.executor.settle import RECONCILE_MAX_ATTEMPTS
+from toolops.executor import RECONCILE_MAX_ATTEMPTS
 from toolops.forms import SettleUnknownForm
 from toolops.models import ToolCall
 from toolops.permissions import can_settle_unknown, console_required, require_unknown_settler

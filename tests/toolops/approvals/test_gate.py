@@ -406,15 +406,19 @@ def test_a_reviewer_who_approved_cannot_also_reject(
 
 
 def test_a_call_held_as_its_run_is_aborted_is_refused(api: APIClient, shop: Shop) -> None:
-    from toolops.executor.pipeline import RunNotRunning, call_submit
-    from toolops.executor.prepare import CallRequest
+    from toolops import executor
 
     create_run(api)
-    stale = Run.objects.get(run_id="r-1")  # read by a request before the abort committed
+    # The run read by a request before the abort committed.
+    run = Run.objects.get(run_id="r-1")
+    request = executor.CallRequest(step_index=0, tool="charge", args=CHARGE)
+    prepared = executor.prepare(request, agent_id=run.agent_id, run_id="r-1")
+    stale = executor.read_context(agent=run.agent, run_id="r-1", request=request, prepared=prepared)
+    assert stale is not None and stale.run.status == "running"
     api.post("/api/v1/runs/r-1/abort", {"reason": "user left"}, format="json")
 
-    with pytest.raises(RunNotRunning):
-        call_submit(run=stale, request=CallRequest(step_index=0, tool="charge", args=CHARGE))
+    with pytest.raises(executor.RunNotRunning):
+        executor.submit(stale, request, prepared)
 
     assert not Approval.objects.exists()
     assert not ToolCall.objects.exists()

@@ -8,7 +8,8 @@ from email.utils import format_datetime
 
 import pytest
 
-from toolops.executor.classify import Failure, Outcome, Verdict, classify, parse_retry_after
+from toolops.executor.classify import Verdict, classify
+from toolops.tools.outcome import Failure, Outcome, parse_retry_after
 
 SAFE = True  # a read, an idempotent write, or a downstream honouring Idempotency-Key
 UNSAFE = False

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.toolops.tools.big import MIB, BigServer
-from toolops.executor.classify import Failure, Verdict, classify
+from toolops.executor.classify import Verdict, classify
 from toolops.tools import http
+from toolops.tools.outcome import Failure
 
 TEN_MIB = 10 * MIB
 

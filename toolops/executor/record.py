@@ -1,0 +1,86 @@
+"""The record (DESIGN.md: record result + register compensation, one transaction): a
+call's result with its attempts, and — for a successful write that has an undo — its
+compensation, in the same statement (never a success without its undo); under the
+claim's fencing token, so a holder whose lease ran out cannot overwrite its successor.
+Calls that ended before anything was sent (unknown tool, invalid args, a dependency, the
+budget) are recorded here too."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from django.db import IntegrityError, transaction
+
+from toolops import rows
+from toolops.models import ToolCall
+from traces import services as traces
+
+from . import budget, register, store
+from .budget import Tokens, charge_run
+from .errors import ToolCallConflict
+from .execution import Execution
+from .prepare import CallAnswer
+
+RESULT_FIELDS = [
+    "status", "result", "error_class", "error_reason", "error_message", "feedback",
+    "attempts", "finished_at", "next_reconcile_at", "result_sealed",
+]  # fmt: skip
+
+
+def record(execution: Execution, *, insert: bool) -> bool:
+    """Record the result with its attempts; False when our lease ran out and someone else
+    now holds this call (its answer is theirs: `execution.call` is re-read).
+
+    Raises IntegrityError when a read's insert clashes with another call's tool_call_id."""
+    call, run = execution.call, execution.run
+    fence = None if execution.fence is None else (-1 if execution.lost_claim else execution.fence)
+    undo = register.compensation_for(execution)
+    also = [undo] if undo is not None and not undo.problem else []
+    # Counters live on the run row only for limited runs; the result's own statement
+    # settles them (budget.py).
+    charge = None
+    if execution.budgeted and run.has_limits:
+        # A first attempt reserved by the claim but never made is given back.
+        attempts = execution.unreserved_attempts - (1 if execution.prereserved else 0)
+        pending = execution.tokens.pending
+        if attempts or pending or execution.limit_reached is not False:
+            charge = budget.charge_sql(run, attempts=attempts, tokens=pending)
+    # A compensation that cannot be built and the ticket it opens are written in one
+    # transaction: a rare path, where statements do not count.
+    with transaction.atomic() if undo is not None and undo.problem else nullcontext():
+        if insert:
+            store.insert_with_attempts(call, execution.rows, charge=charge)
+            recorded = True
+        else:
+            recorded = store.record_result(
+                call, execution.rows, fence=fence, fields=RESULT_FIELDS, also=also, charge=charge
+            )
+        if recorded and undo is not None and undo.problem:
+            register.save_unmappable(compensation=undo)
+    if not recorded:
+        call.refresh_from_db()
+        # Our attempts happened and landed; the call span is its new holder's.
+        traces.attempts_export(call=call, attempts=execution.rows)
+    else:
+        traces.call_export(call=call, attempts=execution.rows)
+    traces.run_changed(run_pk=run.pk)
+    return recorded
+
+
+def record_unexecuted(call: ToolCall, tokens: Tokens) -> CallAnswer:
+    """Record a call that ended before anything was sent, with its tokens."""
+    try:
+        with transaction.atomic():
+            rows.insert([call])
+            traces.sealed_save(call)
+            charge_run(call.run, attempts=0, tokens=tokens.pending)
+    except IntegrityError as exc:
+        if not store.is_tool_call_id_clash(exc):
+            raise
+        existing = ToolCall.objects.get(run=call.run, tool_call_id=call.tool_call_id)
+        if existing.args_digest != call.args_digest or existing.tool != call.tool:
+            raise ToolCallConflict(f"tool_call_id {call.tool_call_id!r} is already used") from None
+        return CallAnswer(existing, replayed=True)
+    traces.run_changed(run_pk=call.run_id)
+    traces.call_export(call=call)
+    return CallAnswer(call, replayed=False)

@@ -1,0 +1,29 @@
+"""Wake a worker once the current transaction commits (the database is the queue: a
+message only wakes a worker, and each sweep finds what a lost message left behind).
+
+Tasks are named, not imported: the workflows that enqueue them sit below the task
+modules that call them (docs/architecture.md), so the task is found in Celery's own
+registry, which imports every app's tasks module on first need (autodiscovery). The
+task found is the task object itself: `.delay` is the same as the task module's."""
+
+from __future__ import annotations
+
+from celery import Task
+from django.db import transaction
+
+from toolops.celery import app
+
+COMPENSATE_RUN = "compensations.tasks.compensate_run"
+EXECUTE_APPROVED_CALL = "toolops.tasks.execute_approved_call"
+
+
+def task(name: str) -> Task:
+    """The registered task `name`, its module imported by autodiscovery if need be."""
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    return app.tasks[name]
+
+
+def enqueue_on_commit(name: str, *args: object) -> None:
+    """Send `name(*args)` to a worker when the transaction commits (at once outside one)."""
+    transaction.on_commit(lambda: task(name).delay(*args))
