@@ -1,6 +1,6 @@
-"""A long run's compensations on its page (traces/console/compensated.py): only those of the calls
-the page shows, with the run's totals by status and links to the pages that list the
-others — in the page and in its live refresh alike."""
+"""A long run's compensations on its page (traces/console/compensated.py): only those of
+the calls the page shows, with the run's totals by status and links to the pages that
+list the others — in the page and in its live refresh alike."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The run page as a waterfall (traces/console/timeline.py, traces/views/timeline.py): calls and
-their attempts placed on the run's time axis, the waits between attempts, open calls shown
-as such, undo calls linked both ways, where the run stopped, deep links, and paging a long
-run in a constant number of queries."""
+"""The run page as a waterfall (traces/console/timeline.py, traces/views/timeline.py):
+calls and their attempts placed on the run's time axis, the waits between attempts, open
+calls shown as such, undo calls linked both ways, where the run stopped, deep links, and
+paging a long run in a constant number of queries."""
 
 from __future__ import annotations
 

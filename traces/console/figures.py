@@ -8,7 +8,8 @@ scales; only the latency percentiles need a pass per window (GROUPING SETS on
 PostgreSQL, Python on SQLite, the one-machine default).
 
 A name the catalog lacks (a tool an agent made up, or one since removed) gets no figures
-of its own: its rows count under one `(unknown)` entry, as on /metrics (traces/labels.py)."""
+of its own: its rows count under one `(unknown)` entry, as on /metrics
+(traces/labels.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The run page (`/console/runs/<pk>/`): the run's waterfall (traces/console/timeline.py), live
-while the run can change; and `/console/calls/<call_id>/`, a deep link to one call."""
+"""The run page (`/console/runs/<pk>/`): the run's waterfall (traces/console/timeline.py),
+live while the run can change; and `/console/calls/<call_id>/`, a deep link to one call."""
 
 from __future__ import annotations
 
