@@ -113,7 +113,7 @@ def timeline_render(*, calls: int = 1000, renders: int = 7) -> dict[str, Any]:
     from django.test.utils import CaptureQueriesContext
 
     from toolops.models import Agent, IdempotencyRecord
-    from traces.timeline import PAGE_SIZE
+    from traces.console.timeline import PAGE_SIZE
 
     user_model = get_user_model()
     user, made_user = user_model.objects.get_or_create(

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from . import otel
+
 
 class TracesConfig(AppConfig):
     name = "traces"
@@ -9,6 +11,4 @@ class TracesConfig(AppConfig):
     def ready(self) -> None:
         # Before any handler loads its middleware (the Django instrumentation adds one),
         # and in every process: web, worker, beat, management commands.
-        from . import otel
-
         otel.setup()

@@ -36,7 +36,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+import toolops
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +91,20 @@ def protocol(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
 
 
 def _exporter(name: str) -> Any:
+    # The exporters load only here, when the environment asks for export: most processes
+    # never import them (the gRPC one pulls in grpcio).
     if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter  # noqa: PLC0415
 
         return ConsoleSpanExporter()
     if protocol() == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
     else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
     return OTLPSpanExporter()
 
 
@@ -110,13 +119,12 @@ def setup(*, exporters: Sequence[Any] | None = None, instrument: bool = True) ->
         if not names:
             return False
         exporters = [_exporter(name) for name in names]
-    from opentelemetry import trace
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-    import toolops
+    # The SDK loads only once export is on: a process that exports nothing never imports it.
+    from opentelemetry import trace  # noqa: PLC0415
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource  # noqa: PLC0415
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: PLC0415
 
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -138,10 +146,11 @@ def setup(*, exporters: Sequence[Any] | None = None, instrument: bool = True) ->
 def _instrument() -> None:
     # Django's middleware is added to settings.MIDDLEWARE, so this must run before the
     # first handler loads it (AppConfig.ready does). The executor API's handler keeps its
-    # own short chain: its request is the call span, not a second server span.
-    from opentelemetry.instrumentation.celery import CeleryInstrumentor
-    from opentelemetry.instrumentation.django import DjangoInstrumentor
-    from opentelemetry.instrumentation.urllib3 import URLLib3Instrumentor
+    # own short chain: its request is the call span, not a second server span. The
+    # instrumentations load only when export is on (setup), like the SDK.
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor  # noqa: PLC0415
+    from opentelemetry.instrumentation.django import DjangoInstrumentor  # noqa: PLC0415
+    from opentelemetry.instrumentation.urllib3 import URLLib3Instrumentor  # noqa: PLC0415
 
     # OTEL_PYTHON_DISABLED_INSTRUMENTATIONS names those to leave off, as for the
     # opentelemetry-instrument launcher ("django,celery,urllib3").
@@ -208,8 +217,9 @@ def reset_for_tests() -> None:
     API sets the provider once per process; this undoes it as OpenTelemetry's own test
     utilities do (`reset_trace_globals`)."""
     global _provider, _resource, _scope
-    from opentelemetry import trace
-    from opentelemetry.util._once import Once
+    # Tests only: a process that exports nothing never imports OpenTelemetry at all.
+    from opentelemetry import trace  # noqa: PLC0415
+    from opentelemetry.util._once import Once  # noqa: PLC0415
 
     for processor in _processors:
         processor.shutdown()
@@ -231,7 +241,5 @@ def key_hmac(key: str) -> str:
     """What a span says of an idempotency key: HMAC-SHA256 of it under TOOLOPS_SPAN_KEY
     (or, unset, DJANGO_SECRET_KEY), each derived under SPAN_KEY_LABEL. The same key
     gives the same value in every process that shares the setting."""
-    from django.conf import settings
-
     secret = settings.TOOLOPS_SPAN_KEY or settings.SECRET_KEY
     return hmac.new(_span_key(secret), key.encode(), hashlib.sha256).hexdigest()

@@ -3,7 +3,9 @@ reach spans, sensitive-data handling and metrics through these names only.
 
 Each area lives in a module of its own: spans.py and otel.py (stored spans and their
 export), sensitive.py and vault.py (redaction and the sealed full args), metrics.py
-(Prometheus totals and the console's per-tool figures), timeline.py (the run page)."""
+(Prometheus totals). The console's read models of traces (the run timeline, the metrics
+page's figures) are not here: they live in traces/console/, which console views import
+directly, so importing this facade loads no console code."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from __future__ import annotations
 # result_read gives the agent its result, or says why it cannot.
 from .audit import FullArgs, full_args_read  # noqa: F401
 
-# The run page (live.py, timeline.py): the executor tells a run's open pages of each change
-# (pushed with REDIS_URL, else they poll); a search lands on a call's place in its run.
+# The run page (live.py): the executor tells a run's open pages of each change (pushed with
+# REDIS_URL, else they poll).
 from .live import run_changed  # noqa: F401
 
 # Metrics (metrics.py): a replay writes no call row, so the executor counts each one here.
@@ -31,7 +33,6 @@ from .spans import (  # noqa: F401
     parent_span_of,
     replay_export,
 )
-from .timeline import call_page_url  # noqa: F401
 from .vault import (  # noqa: F401
     SealedArgsUnavailable,
     args_open,

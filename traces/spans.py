@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from django.db import connection, transaction
 from django.utils import timezone
 
-from toolops.models import Attempt, ToolCall
+from toolops.models import Attempt, ToolCall, new_span_id
 from toolops.tools import registry
 
 from . import otel
@@ -78,15 +78,11 @@ def replay_export(*, call: ToolCall, traceparent: str, started: datetime) -> Non
     run's trace, `toolops.replayed = true`, linked to the span of the call it replayed."""
     if not otel.exporting():
         return
-    from opentelemetry.trace import Link
-
-    from toolops.models import new_span_id
-
     trace_id = call.trace_id or call.run.trace_id
     span = _call_span(
         call, trace_id, span_id=new_span_id(), start=started, end=timezone.now(),
         parent_span_id=parent_span_of(traceparent, trace_id) if traceparent else "",
-        links=[Link(_context(trace_id, call.span_id), {"toolops.link": "replays"})],
+        links=[_otel().Link(_context(trace_id, call.span_id), {"toolops.link": "replays"})],
     )  # fmt: skip
     _emit_on_commit([span])
 
@@ -116,8 +112,15 @@ def _ns(moment: datetime) -> int:
 def _otel() -> SimpleNamespace:
     """The SDK's types, imported once, on the first span built: a process that exports
     nothing never pays for importing the SDK, and one that does pays once, not per span."""
-    from opentelemetry.sdk.trace import ReadableSpan
-    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+    from opentelemetry.sdk.trace import ReadableSpan  # noqa: PLC0415
+    from opentelemetry.trace import (  # noqa: PLC0415
+        Link,
+        SpanContext,
+        SpanKind,
+        Status,
+        StatusCode,
+        TraceFlags,
+    )
 
     return SimpleNamespace(
         ReadableSpan=ReadableSpan, Link=Link, SpanContext=SpanContext, SpanKind=SpanKind,

@@ -34,6 +34,9 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
+from toolops.models import ToolCall
+from toolops.tools import registry
+
 from . import sensitive
 from .models import SealedArgs
 
@@ -127,8 +130,6 @@ class _Result:
 
 
 def _vault_key(obj: Any) -> str:
-    from toolops.models import ToolCall
-
     # A row per call (its call_id) or per compensation (its idempotency key, made from
     # the call it undoes): two calls never share, so neither can read the other's args.
     return str(obj.call_id if isinstance(obj, ToolCall) else obj.key)
@@ -142,8 +143,6 @@ def _rules(spec: Any, *, result: bool = False) -> tuple[tuple[str, ...], dict[st
 
 
 def _spec_of(obj: Any) -> Any:
-    from toolops.tools import registry
-
     try:
         return registry.get(obj.tool)
     except Exception:  # a broken catalog must not stop a look at what was sent
@@ -304,8 +303,6 @@ def result_open(call: Any) -> Any:
 
 
 def _label(obj: Any) -> str:
-    from toolops.models import ToolCall
-
     if isinstance(obj, ToolCall):
         return f"call {obj.call_id}"
     # A compensation: its `call_id` is the id of the call it undoes, not a call_id.

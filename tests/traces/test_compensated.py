@@ -1,6 +1,6 @@
-"""A long run's compensations on its page (traces/compensated.py): only those of the calls
-the page shows, with the run's totals by status and links to the pages that list the
-others — in the page and in its live refresh alike."""
+"""A long run's compensations on its page (traces/console/compensated.py): only those of
+the calls the page shows, with the run's totals by status and links to the pages that
+list the others — in the page and in its live refresh alike."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from compensations.models import Compensation
 from tests.console.conftest import logged_in, make_call
 from tests.console.conftest import make_user as make_console_user
 from toolops.models import Agent, ToolCall
-from traces.compensated import PageRange, _ranges
+from traces.console.compensated import PageRange, _ranges
 
 from .test_timeline import at, make_long_run
 

@@ -23,7 +23,7 @@ from tests.traces.conftest import Catalog
 from tests.traces.metrics_scenario import EXPECTED, amplification, hit_rate, run_scenario, samples
 from toolops.models import Agent, Approval, CircuitBreaker, Run, ToolCall
 from toolops.tools import registry
-from traces.figures import tool_figures
+from traces.console.figures import tool_figures
 from traces.labels import UNKNOWN
 from traces.metrics import DURATION_BUCKETS, REPLAY_SHARDS, replay_noted
 from traces.models import ReplayCount

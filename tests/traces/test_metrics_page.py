@@ -23,18 +23,18 @@ from tests.conftest import Shop
 from tests.traces.conftest import Catalog
 from tests.traces.metrics_scenario import run_scenario
 from toolops.models import Agent, Approval, Attempt, CircuitBreaker, Run, ToolCall
-from traces import thresholds
-from traces.figures import (
+from traces.console import thresholds
+from traces.console.figures import (
     _call_groups,
     call_groups_python,
     percentile_cont,
     tool_figures,
     window_end,
 )
+from traces.console.sparkline import spark
 from traces.labels import UNKNOWN
 from traces.metrics import replay_noted
 from traces.models import ReplayCount
-from traces.sparkline import spark
 
 pytestmark = pytest.mark.django_db
 PAGE = "/console/metrics/"

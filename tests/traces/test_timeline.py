@@ -1,7 +1,7 @@
-"""The run page as a waterfall (traces/timeline.py, traces/views/timeline.py): calls and
-their attempts placed on the run's time axis, the waits between attempts, open calls shown
-as such, undo calls linked both ways, where the run stopped, deep links, and paging a long
-run in a constant number of queries."""
+"""The run page as a waterfall (traces/console/timeline.py, traces/views/timeline.py):
+calls and their attempts placed on the run's time axis, the waits between attempts, open
+calls shown as such, undo calls linked both ways, where the run stopped, deep links, and
+paging a long run in a constant number of queries."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from compensations.models import Compensation
 from tests.console.conftest import logged_in, make_attempt, make_call, make_record, make_run
 from tests.console.conftest import make_user as make_console_user
 from toolops.models import Agent, Approval, Attempt, IdempotencyRecord, Run, ToolCall
-from traces.timeline import PAGE_SIZE, timeline_build
+from traces.console.timeline import PAGE_SIZE, timeline_build
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=UTC)
@@ -237,7 +237,7 @@ def test_args_are_shown_redacted_and_full_args_are_linked_only_with_the_permissi
 
 def test_args_are_shown_as_every_console_page_shows_json() -> None:
     from toolops.views import common
-    from traces import timeline
+    from traces.console import timeline
 
     # One helper for every page: the run page must not drift from the others.
     assert timeline.pretty is common.pretty

@@ -1,17 +1,20 @@
 """What every console page shares: the request type, the context base.html needs, and
-small helpers for the tool catalog and for showing JSON.
+small helpers for the tool catalog and for showing JSON (`pretty`, from
+traces/console/pretty.py, where the run timeline reads it too).
 
 Other apps' console pages (compensations, traces) import `page_context` from here, so
 their pages get the same nav, role badge and nav counts."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.http import Http404
 
+from compensations.models import Ticket
+from toolops import live
+from toolops.approvals.models import Approval
 from toolops.models import ToolCall
 from toolops.permissions import (
     can_edit_policies,
@@ -24,6 +27,7 @@ from toolops.permissions import (
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.spec import ToolSpec
+from traces.console.pretty import pretty
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -56,15 +60,11 @@ def _unknown_count() -> int:
 # one `{% if name %}` in base.html.
 def _open_tickets() -> int:
     # Dead-lettered compensations waiting for support. One COUNT on (status, opened_at).
-    from compensations.models import Ticket
-
     return Ticket.objects.open().count()
 
 
 def _pending_approvals() -> int:
     # Calls waiting for a reviewer. One COUNT on (status, created_at).
-    from toolops.approvals.models import Approval
-
     return Approval.objects.pending().count()
 
 
@@ -97,13 +97,6 @@ def first_sentence(text: str) -> str:
     return f"{head}." if sep else text
 
 
-def pretty(value: Any) -> str:
-    """`value` as indented JSON for a <pre>; None → empty."""
-    if value is None:
-        return ""
-    return json.dumps(value, indent=2, ensure_ascii=False)
-
-
 def catalog() -> dict[str, ToolSpec]:
     """The catalog's tools, or none when it cannot be loaded (the tools page says why)."""
     try:
@@ -130,8 +123,6 @@ POLL_S = 3
 def live_context(*, push_path: str, **ctx: Any) -> dict[str, Any]:
     """What a live region's template needs: pushed over `push_path` (a WebSocket, with
     REDIS_URL), or polled every POLL_S seconds."""
-    from toolops import live
-
     return {"pushed": live.pushed(), "push_path": push_path, "poll_s": POLL_S, **ctx}
 
 

@@ -19,7 +19,7 @@ from toolops.models import Run, ToolCall
 from toolops.permissions import console_required, require_run_aborter
 from toolops.summary import run_summary
 from toolops.views.common import HtmxHttpRequest, first_sentence, page_context
-from traces import services as traces_services
+from traces.console.timeline import call_page_url
 
 RUNS_PER_PAGE = 50
 # What the summary needs from each call, and no more (args and results can be large).
@@ -131,4 +131,4 @@ def _landing(run_pk: int, q: str) -> str:
     )
     if call is None:
         return reverse("console:run-detail", args=[run_pk])
-    return traces_services.call_page_url(call)
+    return call_page_url(call)

@@ -15,8 +15,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from toolops.permissions import console_required
 from toolops.views.common import HtmxHttpRequest, page_context
-from traces import thresholds, tiles, triage
-from traces.figures import tool_figures
+from traces.console import thresholds, tiles, triage
+from traces.console.figures import tool_figures
 from traces.metrics import metrics_text_cached
 
 
@@ -61,7 +61,7 @@ class MetricsQuery(forms.Form):
 def metrics_page(request: HtmxHttpRequest) -> HttpResponse:
     """Every tool's figures (or one tool's, `?tool=`) over the last hour or day
     (`?window=hour|day`), with charts over both: flagged tools first, then active ones,
-    then the idle ones by name (traces/triage.py)."""
+    then the idle ones by name (traces/console/triage.py)."""
     query = MetricsQuery(request.GET)
     if not query.is_valid():
         problems = [f"{name}: {error}" for name, errs in query.errors.items() for error in errs]

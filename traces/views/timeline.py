@@ -1,5 +1,5 @@
-"""The run page (`/console/runs/<pk>/`): the run's waterfall (traces/timeline.py), live
-while the run can change; and `/console/calls/<call_id>/`, a deep link to one call."""
+"""The run page (`/console/runs/<pk>/`): the run's waterfall (traces/console/timeline.py),
+live while the run can change; and `/console/calls/<call_id>/`, a deep link to one call."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from toolops.views.common import (
     live_context,
     page_context,
 )
-from traces.compensated import compensations_build
+from traces.console.compensated import compensations_build
+from traces.console.timeline import Timeline, call_page_url, timeline_build
 from traces.live import run_push_path
-from traces.timeline import Timeline, call_page_url, timeline_build
 
 ABORTABLE = (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED)
 

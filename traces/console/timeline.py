@@ -20,10 +20,10 @@ from django.utils import timezone
 from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
 from toolops.tools.spec import ToolSpec
-from toolops.views.common import pretty
+from traces.sensitive import redact
 
 from .axis import Axis, Span, clock, stamp
-from .sensitive import redact
+from .pretty import pretty
 from .stopped import OPEN, BudgetLine, budget_lines, stopping_call, why_stopped
 
 # Rendering is what a long run's page costs: 200 calls with their attempts took 150–250 ms

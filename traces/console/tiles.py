@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from traces.metrics import BREAKER_LABELS
+
 from . import thresholds
 from .figures import Tally, ToolFigures
-from .metrics import BREAKER_LABELS
 from .sparkline import Spark, spark
 
 WINDOWS = {"hour": "last hour", "day": "last day"}

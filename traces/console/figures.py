@@ -8,7 +8,8 @@ scales; only the latency percentiles need a pass per window (GROUPING SETS on
 PostgreSQL, Python on SQLite, the one-machine default).
 
 A name the catalog lacks (a tool an agent made up, or one since removed) gets no figures
-of its own: its rows count under one `(unknown)` entry, as on /metrics (labels.py)."""
+of its own: its rows count under one `(unknown)` entry, as on /metrics
+(traces/labels.py)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ from compensations.models import Ticket
 from toolops.models import Approval, Attempt, ToolCall
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
+from traces.labels import UNKNOWN, tool_label
+from traces.metrics import CLOSED, breaker_levels
+from traces.models import ReplayCount
 
 from . import thresholds
-from .labels import UNKNOWN, tool_label
-from .metrics import CLOSED, breaker_levels
-from .models import ReplayCount
 
 FINE_S = 300  # the 5-minute bucket counts are read in
 DAY_FINE = 24 * 3600 // FINE_S  # 288 of them in the day
