@@ -8,6 +8,8 @@ class ToolopsConfig(AppConfig):
     verbose_name = "ToolOps"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the catalog check)
-        from .accounts import signals  # noqa: F401  (login and lockout receivers)
-        from .tools import builtin  # noqa: F401  (registers the Python tools)
+        # Django's documented place for these: each registers something on import, and
+        # needs the app registry ready (they import models).
+        from . import checks  # noqa: F401, PLC0415  (registers the catalog check)
+        from .accounts import signals  # noqa: F401, PLC0415  (login and lockout receivers)
+        from .tools import builtin  # noqa: F401, PLC0415  (registers the Python tools)

@@ -9,6 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user
 
 from toolops.accounts.twofactor import session_may_proceed
 from toolops.live import Changed
@@ -45,8 +46,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     def _allowed_now(self) -> bool:
         user: Any = self.scope.get("user")
         if "session" in self.scope:
-            from django.contrib.auth import get_user
-
             user = get_user(_SessionRequest(self.scope["session"]))
         elif user is not None and user.is_authenticated:
             user = type(user).objects.filter(pk=user.pk).first()

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers
 from django.conf import settings
 from django.db import transaction
 
@@ -59,9 +61,6 @@ def _enqueue(group: str, item: int) -> None:
 def _default_layer() -> Any:
     # A layer of the sender's own, not the process's shared one: its connections belong to
     # the sender's event loop.
-    from channels import DEFAULT_CHANNEL_LAYER
-    from channels.layers import channel_layers
-
     return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
 
 

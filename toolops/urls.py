@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import include, path
+from django.views.defaults import page_not_found
 
 from toolops.api.errors import api_not_found
 from toolops.views.login import ConsoleLoginView
@@ -28,6 +29,4 @@ urlpatterns = [
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if request.path.startswith("/api/"):
         return api_not_found(request, exception)
-    from django.views.defaults import page_not_found
-
     return page_not_found(request, exception)  # type: ignore[arg-type]

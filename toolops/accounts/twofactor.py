@@ -21,6 +21,8 @@ from django_otp import login as otp_login
 from django_otp.models import Device
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from toolops.permissions import REVIEWERS, group_names
+
 if TYPE_CHECKING:
     from django.http import HttpRequest
 
@@ -32,8 +34,6 @@ DEVICE_NAME = "console"
 
 def requires_two_factor(user: Any) -> bool:
     """TOOLOPS_REQUIRE_2FA: reviewers (who approve charges) and superusers."""
-    from toolops.permissions import REVIEWERS, group_names
-
     if not settings.TOOLOPS_REQUIRE_2FA:
         return False
     if getattr(user, "is_superuser", False):

@@ -170,7 +170,9 @@ def _turn(runtime: Any) -> tuple[str | None, int | None]:
 def _pause(run: Run | AsyncRun, call: Call, args: dict[str, Any]) -> None:
     """Interrupt the graph for a reviewer. A resumed turn runs this again and LangGraph
     answers each interrupt already resumed at once, so only a new one pauses."""
-    from langgraph.types import interrupt
+    # LangGraph (~0.4 s to import on top of langchain-core) only when a call waits for a
+    # reviewer inside a graph: a plain LangChain loop never loads it.
+    from langgraph.types import interrupt  # noqa: PLC0415
 
     approval = call.approval or {}
     url = approval.get("url")

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.conf import settings
 
+from toolops.models import ToolPolicy
+
 from .catalog import CatalogError, cross_check, load_file
 from .spec import ToolSpec
 
@@ -71,8 +73,6 @@ def _policy_overrides() -> dict[str, dict[str, Any]]:
     loaded_at, cached = _policies
     if time.monotonic() - loaded_at < settings.TOOLOPS_POLICY_CACHE_S:
         return cached
-    from toolops.models import ToolPolicy
-
     fresh: dict[str, dict[str, Any]] = {}
     for row in ToolPolicy.objects.values("tool", *POLICY_FIELDS):
         name = row.pop("tool")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from base64 import b32encode
+
 from django import forms
 from django.contrib import messages
 from django.http import HttpResponse, HttpResponseRedirect
@@ -60,8 +62,6 @@ def two_factor(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _base32(key: bytes) -> str:
-    from base64 import b32encode
-
     text = b32encode(key).decode().rstrip("=")
     return " ".join(text[i : i + 4] for i in range(0, len(text), 4))
 

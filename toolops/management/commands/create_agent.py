@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from toolops.accounts.tokens import agent_token_rotate, via_command
@@ -92,8 +93,6 @@ class Command(BaseCommand):
 
 
 def _person(username: str) -> Any:
-    from django.contrib.auth import get_user_model
-
     person = get_user_model().objects.filter(username=username).first()
     if person is None:
         raise CommandError(f"--owner: no user named {username!r}.")

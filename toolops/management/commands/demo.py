@@ -28,6 +28,7 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 from toolops.demo import reviewer as scripted_reviewer
+from toolops.demo.agent import run_demo
 from toolops.demo.processes import (
     HOST,
     Child,
@@ -288,8 +289,6 @@ class Command(BaseCommand):
         self.say("children: " + " ".join(f"{c.name}={c.proc.pid}" for c in children))
 
     def _run_agent(self, children: list[Child], web_url: str, token: str, shop_url: str) -> None:
-        from toolops.demo.agent import run_demo
-
         self.say("\nScripted agent (toolops/demo/agent.py) against the real API:")
         results = run_demo(web_url, token, shop_url, out=self.stdout)
         for child in children:
