@@ -28,7 +28,7 @@ run: $(STAMP)
 test: export DATABASE_URL ?= postgres:///toolops
 test: export TOOLOPS_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 test: services $(STAMP)
-	$(VENV)/bin/ruff check .
+	$(MAKE) lint
 	$(PY) -m pytest
 
 # Serially: the services (python3-venv among them) before the virtualenv.
@@ -37,9 +37,11 @@ test: services $(STAMP)
 services:
 	PYTHON=$(PYTHON) .ci/services
 
+# ruff, and the import contract (pyproject.toml [tool.importlinter], docs/architecture.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

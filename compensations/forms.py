@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -10,7 +9,6 @@ from django.contrib.auth import get_user_model
 
 from compensations.models import Ticket
 
-AGES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
 NOTE_MAX = 4000
 
 

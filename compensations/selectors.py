@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from compensations.forms import AGES
 from compensations.models import Compensation, Ticket
 from toolops.models import Attempt, Run, ToolCall
+
+# The queue's age filter (TicketFilterForm): tickets opened at least this long ago.
+AGES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
 
 
 def run_compensations(*, run: Run) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from toolops.approvals.services import DecisionRefused, approval_decide
-from toolops.demo.reviewer import AUTO, INTERVAL_S, METADATA_KEY, NOTE, READY, USERNAME, say
+from toolops.demo.review_notes import AUTO, INTERVAL_S, METADATA_KEY, NOTE, READY, USERNAME, say
 from toolops.models import Approval
 
 

@@ -27,32 +27,21 @@ import os
 import signal
 import sys
 import threading
-import time
 from types import FrameType
-from typing import TextIO
 
 import django
 
-# What a run's metadata says to have its approvals decided by this script.
-METADATA_KEY = "demo_reviewer"
-AUTO = "auto"
-NOTE = "approved by the demo's scripted reviewer"
-USERNAME = "reviewer"
-INTERVAL_S = 0.25
-READY = "scripted reviewer ready"
-# How `manage.py demo` and the tests start it (after the Python executable).
-ARGS = ["-m", "toolops.demo.reviewer"]
-
-
-def auto_metadata() -> dict[str, str]:
-    """The metadata of a run whose approvals this script decides."""
-    return {METADATA_KEY: AUTO}
-
-
-def say(out: TextIO | None, line: str) -> None:
-    if out is not None:
-        out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-        out.flush()
+from toolops.demo.review_notes import (  # noqa: F401 - the names the demo's other parts use
+    ARGS,
+    AUTO,
+    INTERVAL_S,
+    METADATA_KEY,
+    NOTE,
+    READY,
+    USERNAME,
+    auto_metadata,
+    say,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,6 +50,7 @@ def _uninstrumented() -> AbstractContextManager[object]:
     # `traceparent` that names it.
     if not spans_exporting():
         return nullcontext()
-    from opentelemetry.instrumentation.utils import suppress_http_instrumentation
+    # Loaded only when spans are exported: a process that exports none never loads it.
+    from opentelemetry.instrumentation.utils import suppress_http_instrumentation  # noqa: PLC0415
 
     return suppress_http_instrumentation()
