@@ -10,16 +10,16 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+# Models of this app that live in packages of their own, registered with it from here.
+from toolops.approvals.models import Approval, ApprovalVote
+from toolops.audit.models import AuditEntry
 from toolops.ids import new_span_id, new_trace_id
-
-__all__ = ["new_span_id", "new_trace_id"]  # kept importable from here
 
 TOKEN_PREFIX = "tops_"
 
 
 def token_digest(token: str) -> str:
-    """API tokens are 32 random bytes, so one SHA-256 is the right hash: it is
-    irreversible for them and keeps the lookup a single indexed equality."""
+    """One SHA-256: irreversible for 32 random bytes, and a single indexed equality."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -394,10 +394,6 @@ class CircuitBreaker(models.Model):
         return f"{self.tool}: {self.state}"
 
 
-# Approvals and the audit log live in their own packages (toolops/approvals/,
-# toolops/audit/); imported here so that Django registers their models with this app.
-from toolops.approvals.models import Approval, ApprovalVote  # noqa: E402
-from toolops.audit.models import AuditEntry  # noqa: E402
-
 __all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "AuditEntry", "CircuitBreaker",
-           "IdempotencyRecord", "RateWindow", "Run", "ToolCall", "ToolPolicy"]  # fmt: skip
+           "IdempotencyRecord", "RateWindow", "Run", "ToolCall", "ToolPolicy",
+           "new_span_id", "new_trace_id"]  # fmt: skip

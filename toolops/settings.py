@@ -48,22 +48,17 @@ CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = HTTPS
 SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
-# The preload list is hard to leave (months, by hand) and binds every subdomain to HTTPS:
-# a deployment opts in, it is never implied by TOOLOPS_HTTPS. Django's check --deploy
-# nags about a missing preload (security.W021); that is the choice made here, so it is
-# silenced unless the deployment opted in.
+# HSTS preload binds every subdomain for months: opt-in only, and Django's nag about it
+# (security.W021) is silenced unless the deployment opted in.
 SECURE_HSTS_PRELOAD = HTTPS and envbool("TOOLOPS_HSTS_PRELOAD", "0")
 SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
 
-# The proxies (load balancers) in front of ToolOps. Only a request whose peer is one of
-# them may say, in X-Forwarded-Proto and X-Forwarded-For, that the client used HTTPS and
-# what the client's address is; everyone else's X-Forwarded-* headers are dropped before
-# Django, Channels or the MCP server see them (toolops/proxies.py). The scheme then comes
-# from the ASGI scope, so Django's SECURE_PROXY_SSL_HEADER, which trusts the header from
-# anyone, stays off. REMOTE_ADDR is the client's address, a trusted proxy's word included.
+# The proxies in front of ToolOps: only they may say (X-Forwarded-Proto/-For) what scheme
+# and address the client used; everyone else's X-Forwarded-* headers are dropped before
+# Django sees them (toolops/proxies.py, docs/headers.md). SECURE_PROXY_SSL_HEADER stays off.
 TOOLOPS_TRUSTED_PROXIES = trusted_proxies(os.getenv("TOOLOPS_TRUSTED_PROXIES", ""))
 SECURE_PROXY_SSL_HEADER = None
 

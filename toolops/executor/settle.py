@@ -37,16 +37,8 @@ def unknown_calls_due(*, limit: int = 50) -> list[int]:
 def call_reconcile(*, call_pk: int) -> str:
     """Ask the query tool once more about an unknown call. Safe to run twice at once:
     the first to move next_reconcile_at owns this look."""
-    now = timezone.now()
-    call = ToolCall.objects.select_related("run").filter(pk=call_pk).first()
-    if call is None or call.status != Status.UNKNOWN or call.next_reconcile_at is None:
-        return "skipped"
-    if call.next_reconcile_at > now:
-        return "skipped"  # not due, or another worker is looking right now
-    lease = now + timedelta(seconds=60)
-    if not ToolCall.objects.filter(
-        pk=call.pk, status=Status.UNKNOWN, next_reconcile_at=call.next_reconcile_at
-    ).update(next_reconcile_at=lease):
+    call = _take_look(call_pk)
+    if call is None:
         return "skipped"
     spec = registry.get(call.tool)
     if spec is None or spec.query is None:
@@ -97,6 +89,22 @@ def call_reconcile(*, call_pk: int) -> str:
             ),
         )
     return "unknown"
+
+
+def _take_look(call_pk: int) -> ToolCall | None:
+    """The unknown call, its look ours for a minute; None when it is not due, or another
+    worker is looking right now."""
+    now = timezone.now()
+    call = ToolCall.objects.select_related("run").filter(pk=call_pk).first()
+    if call is None or call.status != Status.UNKNOWN or call.next_reconcile_at is None:
+        return None
+    if call.next_reconcile_at > now:
+        return None
+    if not ToolCall.objects.filter(
+        pk=call.pk, status=Status.UNKNOWN, next_reconcile_at=call.next_reconcile_at
+    ).update(next_reconcile_at=now + timedelta(seconds=60)):
+        return None
+    return call
 
 
 def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: Any = None) -> bool:

@@ -138,18 +138,7 @@ def record_result(
     compensation a successful write registers. `charge`: the run's usage (budget.py),
     counted whether the result lands or not: the attempts were made."""
     if not _cte_ready():
-        with transaction.atomic():
-            recorded = fence is None or claims.record(key=call.idempotency_key, fence=fence)
-            if recorded:
-                rows.update(call, fields)
-                rows.insert(also)
-                for obj in also:
-                    traces.sealed_save(obj)
-            rows.insert(attempts)
-            if charge is not None:
-                with connection.cursor() as cursor:
-                    cursor.execute(*charge)
-        return recorded
+        return _record_result_statements(call, attempts, fence, fields, also, charge)
     ctes: list[str] = []
     params: list[object] = []
     guard = ""
@@ -188,6 +177,29 @@ def record_result(
     with connection.cursor() as cursor:
         cursor.execute(f"WITH {', '.join(ctes)} SELECT count(*) FROM upd", params)
         return cursor.fetchone()[0] == 1
+
+
+def _record_result_statements(
+    call: ToolCall,
+    attempts: Sequence[Attempt],
+    fence: int | None,
+    fields: Sequence[str],
+    also: Sequence[Model],
+    charge: Sql | None,
+) -> bool:
+    """`record_result` without CTEs (SQLite): one statement each, in one transaction."""
+    with transaction.atomic():
+        recorded = fence is None or claims.record(key=call.idempotency_key, fence=fence)
+        if recorded:
+            rows.update(call, fields)
+            rows.insert(also)
+            for obj in also:
+                traces.sealed_save(obj)
+        rows.insert(attempts)
+        if charge is not None:
+            with connection.cursor() as cursor:
+                cursor.execute(*charge)
+    return recorded
 
 
 def insert_with_attempts(

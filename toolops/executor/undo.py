@@ -79,23 +79,33 @@ def undo_execute(
     traces.args_seal(call, spec=spec, source=undoes)
     problem = problem or _problem(spec, tool, args)
     if spec is None or problem:
-        # Nothing can be sent; the call is recorded so that the ticket shows why.
-        end(call, ToolCall.Status.FAILED, "fatal", ToolCall.Reason.INVALID_ARGS, problem,
-            feedback.invalid_args(tool, problem))  # fmt: skip
-        # A worker that died after this insert, before the compensation was settled, is
-        # resumed with the same round: its row is the answer.
-        earlier = ToolCall.objects.filter(run=run, tool_call_id=call.tool_call_id).first()
-        if earlier is not None:
-            return earlier
-        with transaction.atomic():
-            call.save(force_insert=True)
-            traces.sealed_save(call)
-        traces.call_export(call=call)
-        return call
+        return _record_unsent(call, problem)
     if store.claim_with_call(call, lease_s=claims.lease_s(spec), ttl_s=claims.ttl_s()):
         execution = _execution(run, call, spec, fence=1, trace_id=trace_id)
         execution.run_attempts()
         return _recorded(execution)
+    return _resume_held(run=run, spec=spec, key=key, trace_id=trace_id)
+
+
+def _record_unsent(call: ToolCall, problem: str) -> ToolCall:
+    """Nothing can be sent; the call is recorded so that the ticket shows why."""
+    end(call, ToolCall.Status.FAILED, "fatal", ToolCall.Reason.INVALID_ARGS, problem,
+        feedback.invalid_args(call.tool, problem))  # fmt: skip
+    # A worker that died after this insert, before the compensation was settled, is
+    # resumed with the same round: its row is the answer.
+    earlier = ToolCall.objects.filter(run=call.run, tool_call_id=call.tool_call_id).first()
+    if earlier is not None:
+        return earlier
+    with transaction.atomic():
+        call.save(force_insert=True)
+        traces.sealed_save(call)
+    traces.call_export(call=call)
+    return call
+
+
+def _resume_held(*, run: Run, spec: ToolSpec, key: str, trace_id: str) -> ToolCall | None:
+    """The round's claim is held already: its answer when recorded, None while a live
+    worker holds it, or the round resumed when its holder died mid-round."""
     held = claims.peek_with_call(key=key)
     if held is None:
         return None  # the claim vanished between our insert and our look: try later
