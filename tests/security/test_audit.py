@@ -210,7 +210,10 @@ def test_a_failed_action_writes_no_entry(support: Any, agent_a: Any) -> None:
 
     # The retry fails after its entry was written (the broker is down): all or nothing.
     down = ConnectionError("broker down")
-    with patch("toolops.executor.compensations_wake", side_effect=down), pytest.raises(ConnectionError):
+    with (
+        patch("toolops.executor.compensations_wake", side_effect=down),
+        pytest.raises(ConnectionError),
+    ):
         desk.ticket_retry(ticket=ticket, by=support)
 
     assert not AuditEntry.objects.filter(action=Action.TICKET_RETRY).exists()
