@@ -50,20 +50,32 @@ def send(
             preload_content=False,
         )
         data = _read_capped(response, cap)
-    except NewConnectionError as exc:
+    except HTTPError as exc:
+        return _transport_failure(exc, timeout_s)
+    return _answered(response, data, cap)
+
+
+def _transport_failure(exc: HTTPError, timeout_s: float) -> Outcome:
+    """No answer: which failure, for the executor to judge whether to retry. Checked in
+    this order because NewConnectionError is a ConnectTimeoutError, and every one of
+    them an HTTPError."""
+    if isinstance(exc, NewConnectionError):
         # Refused (or unreachable): the request was never sent.
         return Outcome(failure=Failure.REFUSED, message=f"connection refused ({_reason(exc)})")
-    except ConnectTimeoutError:
+    if isinstance(exc, ConnectTimeoutError):
         return Outcome(failure=Failure.REFUSED, message=f"could not connect in {timeout_s:g} s")
-    except ReadTimeoutError:
+    if isinstance(exc, ReadTimeoutError):
         return Outcome(failure=Failure.TIMEOUT, message=f"no response within {timeout_s:g} s")
-    except ProtocolError as exc:
+    if isinstance(exc, ProtocolError):
         return Outcome(
             failure=Failure.RESET, message=f"connection lost mid-request ({_reason(exc)})"
         )
-    except HTTPError as exc:
-        return Outcome(failure=Failure.RESET, message=f"request failed ({type(exc).__name__})")
+    return Outcome(failure=Failure.RESET, message=f"request failed ({type(exc).__name__})")
 
+
+def _answered(response: urllib3.BaseHTTPResponse, data: bytes | None, cap: int) -> Outcome:
+    """The outcome of a request the downstream answered: its body read (`data`, None when
+    it was over `cap` bytes), judged by its status."""
     status = response.status
     request_id = (response.headers.get("x-request-id") or "")[:128]
     if data is None and 200 <= status < 300:
