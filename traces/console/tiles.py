@@ -79,42 +79,50 @@ def card(figures: ToolFigures, scale: str) -> Card:
     """The tool's tiles, their values over `scale` ("hour" or "day")."""
     w = figures.window(scale)
     where = WINDOWS[scale]
+    tiles = [*_call_tiles(figures, scale, w, where), *_standing_tiles(figures, w, where)]
+    return Card(figures=figures, tiles=tiles)
 
-    def charts(
-        name: str, of: Callable[[Tally], float | None], fmt: Callable[[float], str], **kw: float
-    ) -> dict[str, Spark]:
-        return {
-            s: spark(
-                [of(t) for t in figures.series(s)], title=f"{name}, {CHARTS[s]}", fmt=fmt, **kw
-            )
-            for s in CHARTS
-        }
 
+def _charts(
+    figures: ToolFigures,
+    name: str,
+    of: Callable[[Tally], float | None],
+    fmt: Callable[[float], str],
+    **kw: float,
+) -> dict[str, Spark]:
+    """A tile's two charts (`hour` and `day`): `of` each bucket of each series."""
+    return {
+        s: spark([of(t) for t in figures.series(s)], title=f"{name}, {CHARTS[s]}", fmt=fmt, **kw)
+        for s in CHARTS
+    }
+
+
+def _call_tiles(figures: ToolFigures, scale: str, w: Tally, where: str) -> list[Tile]:
+    """How the calls went over the window: success, latency, retries and replays."""
     latency = "—"
     if w.latency:
         latency = " / ".join(duration(v) for v in w.latency)
     hour = figures.window("hour")
     before = figures.hit_rate_before
-    level = BREAKER_LABELS[figures.level]
-    tiles = [
+    return [
         Tile(
             "success", "Success rate", _or_dash(w.success_rate, percent),
             f"{w.succeeded} succeeded of {n(w.finished, 'finished call')}, {where}",
             "Calls that succeeded / calls that got an outcome.",
-            **charts("Success rate", lambda t: t.success_rate, percent, top=1.0),
+            **_charts(figures, "Success rate", lambda t: t.success_rate, percent, top=1.0),
         ),
         Tile(
             "latency", "Latency p50 / p95 / p99", latency,
             f"of {n(w.finished, 'finished call')}, {where}; charts: p95",
             "From a call's creation to its outcome (with any wait for a reviewer).",
-            **charts("p95 latency", _p95, duration),
+            **_charts(figures, "p95 latency", _p95, duration),
         ),
         Tile(
             "amplification", "Retry amplification", _or_dash(w.amplification, ratio),
             f"{n(w.requests, 'request')} / {n(w.sent, 'call')}, {where}",
             "Real requests / logical calls that sent at least one request.",
-            **charts("Retry amplification", lambda t: t.amplification, ratio,
-                     threshold=thresholds.AMPLIFICATION_MAX),
+            **_charts(figures, "Retry amplification", lambda t: t.amplification, ratio,
+                      threshold=thresholds.AMPLIFICATION_MAX),
             flag=(
                 f"Above {thresholds.AMPLIFICATION_MAX:g}: an unstable downstream or broken backoff."
                 if figures.amplification_high(scale) else ""
@@ -124,18 +132,26 @@ def card(figures: ToolFigures, scale: str) -> Card:
             "hit-rate", "Idempotency hit rate", _or_dash(w.hit_rate, percent),
             f"{n(w.replays, 'replay')} / {n(w.hit_requests, 'request')}, {where}",
             "Replays / (replays + logical calls).",
-            **charts("Idempotency hit rate", lambda t: t.hit_rate, percent, top=1.0),
+            **_charts(figures, "Idempotency hit rate", lambda t: t.hit_rate, percent, top=1.0),
             flag=(
                 f"Rising: {_or_dash(hour.hit_rate, percent)} in the last hour against "
                 f"{_or_dash(before, percent)} in the 23 hours before. Something upstream "
                 "is re-sending." if figures.hit_rate_rising else ""
             ),
         ),
+    ]  # fmt: skip
+
+
+def _standing_tiles(figures: ToolFigures, w: Tally, where: str) -> list[Tile]:
+    """What stands open now, and what piled up over the window: the breaker, unknown
+    outcomes, dead letters and approvals."""
+    level = BREAKER_LABELS[figures.level]
+    return [
         Tile(
             "breaker", "Breaker", level,
             f"{n(w.failed_requests, 'failed request')}, {where}",
             "The circuit breaker now; charts: requests that failed (what it trips on).",
-            **charts("Failed requests", lambda t: t.failed_requests, count),
+            **_charts(figures, "Failed requests", lambda t: t.failed_requests, count),
             flag="Open: calls to this tool end at once as unavailable."
             if figures.breaker_open else "",
         ),
@@ -143,19 +159,18 @@ def card(figures: ToolFigures, scale: str) -> Card:
             "unknown", "Unknown outcomes", count(figures.unknown_now),
             f"unknown now; {n(w.unknown_requests, 'unknown request')}, {where}",
             "Agents' calls whose outcome is unknown now, waiting to be reconciled or settled.",
-            **charts("Unknown requests", lambda t: t.unknown_requests, count),
+            **_charts(figures, "Unknown requests", lambda t: t.unknown_requests, count),
         ),
         Tile(
             "dead-letters", "Dead letters", count(figures.dead_letters_open),
             f"open now; {w.tickets_opened} opened, {where}",
             "Compensations by this (undo) tool that used up their attempts: open tickets.",
-            **charts("Tickets opened", lambda t: t.tickets_opened, count),
+            **_charts(figures, "Tickets opened", lambda t: t.tickets_opened, count),
         ),
         Tile(
             "approval-wait", "Approval wait", _or_dash(w.approval_wait_s, duration),
             f"mean of {w.approvals} ended, {where}; {figures.approvals_pending} pending now",
             "From an approval's opening to its ending (approved, rejected or expired).",
-            **charts("Mean approval wait", lambda t: t.approval_wait_s, duration),
+            **_charts(figures, "Mean approval wait", lambda t: t.approval_wait_s, duration),
         ),
     ]  # fmt: skip
-    return Card(figures=figures, tiles=tiles)
