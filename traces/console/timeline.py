@@ -204,10 +204,39 @@ def timeline_build(
     shown = light[window.first : window.last]
     # The header shows the stopping call's attempts whichever page is open: read with the
     # window, in the same queries.
-    wanted = [c.pk for c in shown] + ([stop.pk] if stop is not None else [])
-    full = {
+    full = _read_whole([c.pk for c in shown] + ([stop.pk] if stop is not None else []))
+    records = _records(full.values())
+    live = run.status in live_statuses
+    axis = _axis(run, light, full.values(), now=now, live=live)
+
+    call_pages = {c.pk: index // PAGE_SIZE + 1 for index, c in enumerate(light)}
+    pages = {c.call_id: call_pages[c.pk] for c in light}
+    lanes = _Lanes(
+        light, axis=axis, records=records, tools=tools or {}, last_ok=last_ok, stop=stop,
+        pages=pages, current=window.number,
+    )  # fmt: skip
+
+    rows = [lanes.lane(full[c.pk]) for c in shown if c.pk in full]
+    in_window = {row.call.pk: row for row in rows}
+    stop_lane = None
+    if stop is not None and stop.pk in full:
+        stop_lane = in_window.get(stop.pk) or lanes.lane(full[stop.pk])
+    last_ok_call = next((c for c in agent if c.tool_call_id == last_ok), None)
+    return Timeline(
+        run=run, rows=rows, window=window, axis=axis, summary=run_summary(agent),
+        last_succeeded=lanes.ref(last_ok_call) if last_ok_call is not None else None,
+        stop=stop_lane, why=why_stopped(run, full.get(stop.pk) if stop else None),
+        budget=budget_lines(run, agent), live=live,
+        stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
+        call_pages=call_pages,
+    )  # fmt: skip
+
+
+def _read_whole(pks: list[int]) -> dict[int, ToolCall]:
+    """The calls shown in full, by pk, with their attempts: two queries, whatever the page."""
+    return {
         c.pk: c
-        for c in ToolCall.objects.filter(pk__in=wanted)
+        for c in ToolCall.objects.filter(pk__in=pks)
         .select_related("settled_by", "approval")
         .prefetch_related(
             # Into a list: `.all()` on a prefetched relation still clones a queryset, which
@@ -219,46 +248,40 @@ def timeline_build(
             )
         )
     }
-    records = _records(full.values())
-    live = run.status in live_statuses
-    axis = _axis(run, light, full.values(), now=now, live=live)
 
-    call_pages = {c.pk: index // PAGE_SIZE + 1 for index, c in enumerate(light)}
-    pages = {c.call_id: call_pages[c.pk] for c in light}
 
-    by_call_id = {c.call_id: c for c in light}
-    undone_by: dict[str, list[ToolCall]] = {}
-    for c in light:
-        if c.role == ToolCall.Role.UNDO:
-            undone_by.setdefault(_undone_call_id(c), []).append(c)
+class _Lanes:
+    """Builds a call's lane with what only the whole run knows: whether it is the last
+    succeeded or the stopping call, the call an undo call undoes, the undo calls of a
+    call, and the page each of those is on (for their links)."""
 
-    def ref(c: ToolCall) -> CallRef:
-        href = _href(c.call_id, pages[c.call_id], window.number)
+    def __init__(
+        self, light: Sequence[ToolCall], *, axis: Axis, records: dict[str, IdempotencyRecord],
+        tools: dict[str, ToolSpec], last_ok: str | None, stop: ToolCall | None,
+        pages: dict[str, int], current: int,
+    ) -> None:  # fmt: skip
+        self.axis, self.records, self.tools = axis, records, tools
+        self.last_ok, self.stop = last_ok, stop
+        self.pages, self.current = pages, current
+        self.by_call_id = {c.call_id: c for c in light}
+        self.undone_by: dict[str, list[ToolCall]] = {}
+        for c in light:
+            if c.role == ToolCall.Role.UNDO:
+                self.undone_by.setdefault(_undone_call_id(c), []).append(c)
+
+    def ref(self, c: ToolCall) -> CallRef:
+        href = _href(c.call_id, self.pages[c.call_id], self.current)
         return CallRef(c.call_id, c.tool_call_id, c.tool, c.status, href)
 
-    def lane(c: ToolCall) -> CallLane:
-        built = _lane(c, axis=axis, record=records.get(c.call_id), tools=tools or {})
-        built.is_last_succeeded = c.role == ToolCall.Role.CALL and c.tool_call_id == last_ok
-        built.is_stop = stop is not None and c.pk == stop.pk
-        undone = by_call_id.get(_undone_call_id(c)) if c.role == ToolCall.Role.UNDO else None
-        built.undoes = ref(undone) if undone is not None else None
-        built.undone_by = [ref(u) for u in undone_by.get(c.call_id, [])]
+    def lane(self, c: ToolCall) -> CallLane:
+        built = _lane(c, axis=self.axis, record=self.records.get(c.call_id), tools=self.tools)
+        built.is_last_succeeded = c.role == ToolCall.Role.CALL and c.tool_call_id == self.last_ok
+        built.is_stop = self.stop is not None and c.pk == self.stop.pk
+        is_undo = c.role == ToolCall.Role.UNDO
+        undone = self.by_call_id.get(_undone_call_id(c)) if is_undo else None
+        built.undoes = self.ref(undone) if undone is not None else None
+        built.undone_by = [self.ref(u) for u in self.undone_by.get(c.call_id, [])]
         return built
-
-    rows = [lane(full[c.pk]) for c in shown if c.pk in full]
-    in_window = {row.call.pk: row for row in rows}
-    stop_lane = None
-    if stop is not None and stop.pk in full:
-        stop_lane = in_window.get(stop.pk) or lane(full[stop.pk])
-    last_ok_call = next((c for c in agent if c.tool_call_id == last_ok), None)
-    return Timeline(
-        run=run, rows=rows, window=window, axis=axis, summary=run_summary(agent),
-        last_succeeded=ref(last_ok_call) if last_ok_call is not None else None,
-        stop=stop_lane, why=why_stopped(run, full.get(stop.pk) if stop else None),
-        budget=budget_lines(run, agent), live=live,
-        stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
-        call_pages=call_pages,
-    )  # fmt: skip
 
 
 def _records(calls: Iterable[ToolCall]) -> dict[str, IdempotencyRecord]:
