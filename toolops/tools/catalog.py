@@ -64,16 +64,7 @@ def parse(data: dict[str, Any]) -> list[ToolSpec]:
 
 
 def _parse_tool(entry: Any, index: int) -> ToolSpec:
-    label = f"#{index + 1}"
-    if not isinstance(entry, dict):
-        raise CatalogError(label, "tool", "must be a table")
-    name = entry.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise CatalogError(label, "name", "must match ^[a-zA-Z0-9_-]{1,64}$")
-    unknown = sorted(set(entry) - FIELDS)
-    if unknown:
-        raise CatalogError(name, unknown[0], "is not a known field")
-
+    name = _name(entry, index)
     kind = entry.get("kind")
     if kind not in KINDS:
         raise CatalogError(name, "kind", f"must be one of {', '.join(KINDS)}")
@@ -83,12 +74,36 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
     method = _get(entry, name, "method", str, "POST").upper()
     if method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
         raise CatalogError(name, "method", "must be GET, POST, PUT, PATCH or DELETE")
-
     kwargs: dict[str, Any] = {
         "name": name,
         "kind": kind,
         "url": url,
         "method": method,
+        **_plain_fields(entry, name, kind),
+        **_structured_fields(entry, name),
+    }
+    _check_together(kwargs, name, kind)
+    return ToolSpec(**kwargs)
+
+
+def _name(entry: Any, index: int) -> str:
+    """The tool's name, once the entry is a table of known fields. Errors before it name
+    the tool by its place in the file."""
+    label = f"#{index + 1}"
+    if not isinstance(entry, dict):
+        raise CatalogError(label, "tool", "must be a table")
+    name = entry.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise CatalogError(label, "name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+    unknown = sorted(set(entry) - FIELDS)
+    if unknown:
+        raise CatalogError(name, unknown[0], "is not a known field")
+    return name
+
+
+def _plain_fields(entry: dict[str, Any], name: str, kind: str) -> dict[str, Any]:
+    """The fields that are one value each, with their defaults."""
+    return {
         "description": _get(entry, name, "description", str, ""),
         "internal": _get(entry, name, "internal", bool, False),
         "requires_approval": _get(entry, name, "requires_approval", bool, kind == "irreversible"),
@@ -106,19 +121,28 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
         "params_schema": _schema(entry, name, "params_schema", required=True),
         "result_schema": _schema(entry, name, "result_schema", required=False),
     }
+
+
+def _structured_fields(entry: dict[str, Any], name: str) -> dict[str, Any]:
+    """The fields that name body fields or other tools, and the breaker's own table."""
     ref = entry.get("client_reference")
     if ref is not None and (not isinstance(ref, str) or not ref):
         raise CatalogError(name, "client_reference", "must be the name of a body field")
-    kwargs["client_reference"] = ref
     business_key = entry.get("business_key", [])
     if not isinstance(business_key, list) or not all(isinstance(k, str) for k in business_key):
         raise CatalogError(name, "business_key", "must be a list of field names")
-    kwargs["business_key"] = tuple(business_key)
-    kwargs["redact"] = _redact(entry, name)
-    kwargs["query"] = _mapping(entry, name, "query")
-    kwargs["compensation"] = _mapping(entry, name, "compensation")
-    kwargs["breaker"] = _breaker(entry, name)
+    return {
+        "client_reference": ref,
+        "business_key": tuple(business_key),
+        "redact": _redact(entry, name),
+        "query": _mapping(entry, name, "query"),
+        "compensation": _mapping(entry, name, "compensation"),
+        "breaker": _breaker(entry, name),
+    }
 
+
+def _check_together(kwargs: dict[str, Any], name: str, kind: str) -> None:
+    """Rules across fields, checked once each field is valid on its own."""
     if kwargs["allow_partial"] and kind != "read":
         raise CatalogError(name, "allow_partial", "is only allowed on read tools")
     if kwargs["query_before_write"] and (kind == "read" or kwargs["query"] is None):
@@ -127,7 +151,6 @@ def _parse_tool(entry: Any, index: int) -> ToolSpec:
         raise CatalogError(name, "approvals_required", "must be 1 or 2")
     if kind == "compensable_write" and kwargs["compensation"] is None:
         raise CatalogError(name, "compensation", "is required for a compensable_write")
-    return ToolSpec(**kwargs)
 
 
 def _get(entry: dict[str, Any], name: str, field: str, typ: type, default: Any) -> Any:
