@@ -234,8 +234,26 @@ class Command(BaseCommand):
         log_dir: Path,
         reset_shop: bool,
     ) -> None:
+        """Start the children one after the other, each seen ready before the next. Each
+        goes into `children` as soon as it runs, before the wait: if it never gets ready,
+        handle() still stops it."""
         env = child_env(shop_port, data_dir)
         self.say(f"Tool catalog: {env['TOOLOPS_TOOLS_FILE']}")
+        self._start_shop(children, env, shop_port, data_dir, log_dir, reset_shop)
+        self._start_web(children, env, port, log_dir)
+        self._start_worker(children, env, log_dir)
+        self._start_reviewer(children, env, log_dir)
+        self.say("children: " + " ".join(f"{c.name}={c.proc.pid}" for c in children))
+
+    def _start_shop(
+        self,
+        children: list[Child],
+        env: dict[str, str],
+        shop_port: int,
+        data_dir: Path,
+        log_dir: Path,
+        reset_shop: bool,
+    ) -> None:
         shop_db = data_dir / "demo-shop.sqlite3"
         shop = start_child(
             "shop",
@@ -250,6 +268,9 @@ class Command(BaseCommand):
             self.say("Demo shop reset: fresh stock, no orders.")
         self.say(f"✓ shop    http://{HOST}:{shop_port}  (log {log_dir / 'shop.log'})")
 
+    def _start_web(
+        self, children: list[Child], env: dict[str, str], port: int, log_dir: Path
+    ) -> None:
         web = start_child(
             "web",
             # Forwarded headers are toolops.proxies' to judge (TOOLOPS_TRUSTED_PROXIES).
@@ -262,6 +283,7 @@ class Command(BaseCommand):
         wait_until(web, url_answers(schema), 60, f"{schema} did not answer 200")
         self.say(f"✓ web     http://{HOST}:{port}  (log {web.log_path})")
 
+    def _start_worker(self, children: list[Child], env: dict[str, str], log_dir: Path) -> None:
         worker = start_child(
             "worker",
             ["-m", "celery", "-A", "toolops", "worker", "-B", "--loglevel", "warning",
@@ -275,6 +297,7 @@ class Command(BaseCommand):
         stays_up(worker, 1.0)
         self.say(f"✓ worker  celery with beat, filesystem broker  (log {worker.log_path})")
 
+    def _start_reviewer(self, children: list[Child], env: dict[str, str], log_dir: Path) -> None:
         # Approves, as `reviewer`, what the resilience scenarios' runs wait for (their
         # metadata says so); the approval scenarios' calls are left to a person.
         reviewer = start_child("reviewer", scripted_reviewer.ARGS, env, log_dir)
@@ -286,7 +309,6 @@ class Command(BaseCommand):
             f'{{"{scripted_reviewer.METADATA_KEY}": "{scripted_reviewer.AUTO}"}}  '
             f"(log {reviewer.log_path})"
         )
-        self.say("children: " + " ".join(f"{c.name}={c.proc.pid}" for c in children))
 
     def _run_agent(self, children: list[Child], web_url: str, token: str, shop_url: str) -> None:
         self.say("\nScripted agent (toolops/demo/agent.py) against the real API:")
