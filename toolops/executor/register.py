@@ -9,8 +9,6 @@ The saga worker and the support desk (compensations/) take it from there."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -23,12 +21,10 @@ from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
 from .canonical import canonical_json
+from .execution import Execution
 from .keys import idempotency_key
 
-if TYPE_CHECKING:
-    from .execution import Execution
-
-CS = Compensation.Status
+CompensationStatus = Compensation.Status
 ABORT_STATES = Run.ABORT_STATES
 
 
@@ -105,11 +101,11 @@ def register_late(*, call: ToolCall, spec: ToolSpec | None) -> Compensation | No
 
 def discard(*, run_pks: list[int]) -> int:
     """A completed run's registered compensations will never be needed."""
-    changed = Compensation.objects.filter(run_id__in=run_pks, status=CS.REGISTERED).update(
-        status=CS.DISCARDED, finished_at=timezone.now()
-    )
+    changed = Compensation.objects.filter(
+        run_id__in=run_pks, status=CompensationStatus.REGISTERED
+    ).update(status=CompensationStatus.DISCARDED, finished_at=timezone.now())
     for ticket in Ticket.objects.open().filter(
-        run_id__in=run_pks, compensation__status=CS.DISCARDED
+        run_id__in=run_pks, compensation__status=CompensationStatus.DISCARDED
     ):
         ticket_close(
             ticket, None, TicketEvent.Kind.CLOSED, "The run completed: its undo was never needed."
@@ -125,8 +121,8 @@ def start(*, run: Run) -> bool:
     # The run's row lock first, as the saga's run_conclude takes it: an ending cannot slip
     # between these writes and its own look.
     Run.objects.select_for_update().filter(pk=run.pk).first()
-    Compensation.objects.filter(run=run, status=CS.REGISTERED).update(
-        status=CS.PENDING, queued_at=now
+    Compensation.objects.filter(run=run, status=CompensationStatus.REGISTERED).update(
+        status=CompensationStatus.PENDING, queued_at=now
     )
     if not Compensation.objects.filter(run=run, status__in=Compensation.OPEN).exists():
         return False
