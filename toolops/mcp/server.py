@@ -15,7 +15,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
-from toolops import executor, services
+from toolops import executor
 
 from . import calls
 
@@ -87,7 +87,7 @@ async def _wait(call: Any, replayed: bool) -> calls.Outcome:
     thread only for each one-row look: a waiting call holds none of the threads every
     other MCP request needs (as the API's long-polls, toolops/api/longpoll.py)."""
     deadline = time.monotonic() + settings.TOOLOPS_MCP_WAIT_S
-    pauses = services.LONG_POLL_PAUSES
+    pauses = executor.LONG_POLL_PAUSES
     looks = 0
     while (left := deadline - time.monotonic()) > 0:
         await asyncio.sleep(min(pauses[min(looks, len(pauses) - 1)], left))
