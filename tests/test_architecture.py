@@ -3,6 +3,7 @@ and it catches what it is there to catch: each rule broken once, in a copy of th
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -114,3 +115,20 @@ def test_a_task_enqueued_by_name_is_found_in_a_process_that_never_imported_it() 
     assert done.returncode == 0, done.stderr
     # Nothing had imported the task modules: the registry did, by the names alone.
     assert done.stdout.strip() == "found []"
+
+
+def test_importing_the_client_and_the_adapters_loads_neither_django_nor_celery() -> None:
+    code = (
+        "import sys\n"
+        "import toolops.client, toolops.adapters.openai, toolops.adapters.anthropic\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('django', 'celery', 'compensations', 'traces') or m.startswith('toolops.') "
+        "and not m.startswith(('toolops.client', 'toolops.adapters'))))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,7 +1,6 @@
-"""ToolOps: safe tool calls for AI agents."""
+"""ToolOps: safe tool calls for AI agents.
 
-from __future__ import annotations
-
-from .celery import app as celery_app
-
-__all__ = ["celery_app"]
+Imports nothing: `toolops.client` and `toolops.adapters` are used by agents without the
+server, so importing them must not load Django or Celery. The Celery app is
+`toolops.celery` (found by `celery -A toolops`); every Django process loads it when its
+apps load (toolops/apps.py)."""

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+# ToolOps' Celery app, made the current one in every Django process, so that the tasks'
+# `.delay` and toolops.queue use its broker (toolops/__init__.py no longer loads it).
+from toolops.celery import app as celery_app  # noqa: F401
+
 
 class ToolopsConfig(AppConfig):
     name = "toolops"
