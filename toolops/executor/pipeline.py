@@ -1,7 +1,8 @@
-"""The path of one call (DESIGN.md), as one spine calling one module per stage, in order:
+"""The path of one call (DESIGN.md), one module per stage, in order. `submit` is the spine
+from replay.py on; toolops.services.call_create makes the first two:
 
+    prepare.py     tool lookup → args schema → idempotency key, before any database work
     context.py     the run, read with all the call needs of it, in one query
-    prepare.py     tool lookup → args schema → idempotency key (before the read)
     replay.py      a repeat of an earlier call is answered with it
     depends.py     dependency check
     gate.py        approval gate (budget and breaker are asked by the attempts)
