@@ -7,12 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
-
 from django.http import Http404
+from django.utils import timezone
 
 from toolops import executor, selectors
 from toolops.approvals import services as approval_services
@@ -20,6 +16,9 @@ from toolops.audit.services import Action, audit_record
 from toolops.executor import CallAnswer, CallRequest
 from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy, new_trace_id
 from traces import services as traces
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 __all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_create",
            "run_abort", "run_complete", "run_create", "run_for_agent"]  # fmt: skip
