@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# First, before this folder: bench/traces.py must not shadow the traces package.
+sys.path.insert(0, str(ROOT))
 
 from bench.cases import TOOLOPS_APP  # noqa: E402 - after the path is set
 from bench.db import fresh_database  # noqa: E402

@@ -39,8 +39,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# First, before this folder: bench/traces.py must not shadow the traces package.
+sys.path.insert(0, str(ROOT))
 
 from bench import flat_load  # noqa: E402 - after the path is set
 from bench.cases import (  # noqa: E402

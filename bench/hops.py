@@ -47,8 +47,8 @@ from django.db.models.manager import BaseManager
 from django.test import Client, override_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# First, before this folder: bench/traces.py must not shadow the traces package.
+sys.path.insert(0, str(ROOT))
 
 from bench.db import fresh_database  # noqa: E402 - after the path is set
 from toolops.demo.shop import start_shop  # noqa: E402

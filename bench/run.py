@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# First, before this folder: bench/traces.py must not shadow the traces package.
+sys.path.insert(0, str(ROOT))
 
 from bench.cases import (  # noqa: E402 - after the path is set
     BUDGET,

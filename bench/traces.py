@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# First, before this folder: bench/traces.py must not shadow the traces package.
+sys.path.insert(0, str(ROOT))
 
 from bench.cases import (  # noqa: E402 - after the path is set
     CATALOG,
