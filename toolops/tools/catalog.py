@@ -11,18 +11,19 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from .facts import summary_places
 from .spec import KINDS, BreakerConfig, Mapping, ToolSpec
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" would take a trailing newline
 MAPPING_RE = re.compile(r"^\$\.(args|result)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
-REDACT_PATH_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+FIELD_PATH_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 FIELDS = {
     "name", "kind", "description", "url", "method", "timeout_s", "max_attempts",
     "requires_approval", "approval_ttl_s", "idempotency_header", "client_reference", "query",
     "business_key", "session_dedupe_window_s", "compensation", "breaker", "params_schema",
     "result_schema", "internal", "allow_partial", "backoff_base_s", "backoff_cap_s",
-    "query_before_write", "approvals_required", "redact",
+    "query_before_write", "approvals_required", "redact", "summary", "display", "searchable",
 }  # fmt: skip
 BREAKER_FIELDS = {f.name for f in BreakerConfig.__dataclass_fields__.values()}
 
@@ -134,7 +135,10 @@ def _structured_fields(entry: dict[str, Any], name: str) -> dict[str, Any]:
     return {
         "client_reference": ref,
         "business_key": tuple(business_key),
-        "redact": _redact(entry, name),
+        "redact": _paths(entry, name, "redact"),
+        "summary": _summary(entry, name),
+        "display": _paths(entry, name, "display"),
+        "searchable": _paths(entry, name, "searchable"),
         "query": _mapping(entry, name, "query"),
         "compensation": _mapping(entry, name, "compensation"),
         "breaker": _breaker(entry, name),
@@ -203,20 +207,36 @@ def _schema(
     return schema
 
 
-def _redact(entry: dict[str, Any], name: str) -> tuple[str, ...]:
-    """Field paths to redact on top of the defaults: ["card_holder", "payer.email"]."""
-    value = entry.get("redact", [])
+def _paths(entry: dict[str, Any], name: str, field: str) -> tuple[str, ...]:
+    """A list of field paths: `redact` (on top of the defaults), `display`, `searchable`:
+    ["card_holder", "payer.email"]."""
+    value = entry.get(field, [])
     if not isinstance(value, list):
         raise CatalogError(
-            name, "redact", 'must be a list of field paths, e.g. ["pin", "payer.email"]'
+            name, field, 'must be a list of field paths, e.g. ["pin", "payer.email"]'
         )
     for index, path in enumerate(value):
-        if not isinstance(path, str) or not REDACT_PATH_RE.fullmatch(path):
+        if not isinstance(path, str) or not FIELD_PATH_RE.fullmatch(path):
             raise CatalogError(
-                name, f"redact[{index}]",
+                name, f"{field}[{index}]",
                 f"{path!r} is not a field path (names of letters, digits, _ or -, joined by dots)",
             )  # fmt: skip
     return tuple(value)
+
+
+def _summary(entry: dict[str, Any], name: str) -> str:
+    """A one-line title with {field} places: "Charge {amount} {currency} for {order_id}"."""
+    value = entry.get("summary", "")
+    if not isinstance(value, str) or len(value) > 200 or "\n" in value:
+        raise CatalogError(name, "summary", "must be one line of text, at most 200 characters")
+    try:
+        places = summary_places(value)
+    except ValueError as exc:
+        raise CatalogError(name, "summary", str(exc)) from None
+    for place in places:
+        if not FIELD_PATH_RE.fullmatch(place):
+            raise CatalogError(name, "summary", f"{{{place}}} is not a field path, e.g. {{amount}}")
+    return value
 
 
 def _mapping(entry: dict[str, Any], name: str, field: str) -> Mapping | None:

@@ -62,6 +62,12 @@ class ToolSpec:
     # Fields redacted wherever the call's args and result are stored, exported or shown,
     # on top of the default rules (traces/sensitive.py): dotted paths such as "a.b".
     redact: tuple[str, ...] = ()
+    # What a person reads of a call (tools/facts.py): a one-line title such as
+    # "Charge {amount} {currency} to {customer}", the fields shown first, and the fields
+    # whose values find the call's run in the console search (by HMAC, never stored plain).
+    summary: str = ""
+    display: tuple[str, ...] = ()
+    searchable: tuple[str, ...] = ()
     # Exactly one transport: an HTTP endpoint, or a Python callable.
     url: str | None = None
     method: str = "POST"
