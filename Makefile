@@ -14,9 +14,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# `make demo PORT=8001`: the web server's port (default 8000); the demo shop's is
+# PORT + 1000 unless SHOP_PORT is given. A busy port is refused before anything starts;
+# the command applies the migrations itself.
+PORT ?= 8000
 demo: $(STAMP)
-	$(PY) manage.py migrate --noinput -v0
-	$(PY) manage.py demo
+	$(PY) manage.py demo --port $(PORT)$(if $(SHOP_PORT), --shop-port $(SHOP_PORT))
 
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput -v0

@@ -136,3 +136,10 @@ def processes_with_env(name: str, value: str) -> list[int]:
             if needle in (entry / "environ").read_bytes().split(b"\0"):
                 found.append(int(entry.name))
     return found
+
+
+def assert_until_in_utc(line: str) -> None:
+    """The circuit_open feedback names the time the tool is tried again, with its zone."""
+    until = re.search(r"unavailable until (\S+?):? ", line)
+    assert until, line
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)", until[1]), line

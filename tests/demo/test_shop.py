@@ -206,6 +206,20 @@ def test_it_charges_once_per_order_and_refunds_idempotently(shop: Shop) -> None:
     assert shop.post("/payments/refunds", {"charge_id": "ch_unknown"})[0] == 404
 
 
+def test_it_accepts_the_business_facts_an_agent_sends_along(shop: Shop) -> None:
+    # The demo agent's orders and charges carry currency, customer and e-mail (the
+    # catalog's summaries title calls with them); the shop takes them and ignores them.
+    facts = {"currency": "EUR", "customer": "cus_4821", "email": "customer@example.com"}
+    status, order = shop.post("/orders", {**ORDER, **facts})
+    assert status == 201 and order["status"] == "created", order
+
+    status, charge = shop.post(
+        "/payments/charges", {"order_id": order["order_id"], "amount": "199.00", **facts}
+    )
+    assert (status, charge["status"], charge["order_id"]) == (200, "captured", order["order_id"])
+    assert shop.state()["counts"]["charges"] == 1
+
+
 def test_it_searches_products_by_name(shop: Shop) -> None:
     status, found = shop.post("/catalog/search", {"q": "  Coffee "})
     _, beans = shop.post("/catalog/search", {"q": "beans coffee"})

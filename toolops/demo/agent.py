@@ -20,7 +20,9 @@ and a watcher thread prints each one's outcome (``↳ …``) when it is decided.
     python -m toolops.demo.agent --url http://127.0.0.1:8000 --token TOKEN \
         --shop http://127.0.0.1:9000
 
-The token may also come from the ``TOOLOPS_AGENT_TOKEN`` environment variable. Exit code
+The token may also come from the ``TOOLOPS_AGENT_TOKEN`` environment variable; given
+neither, it is the demo agent's, read from the demo's logins file (logins.py), so that
+`manage.py demo` prints it only once, when it is made. Exit code
 0 when every scenario ended as expected; one line per scenario, then a total. With
 ``--watch`` it then stays until every call left to a person is decided (Ctrl-C to stop).
 """
@@ -35,10 +37,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 from toolops.demo.approvals import approval_expires, charge_waits, possible_duplicate
 from toolops.demo.clients import ShopControl, ToolOps
+from toolops.demo.logins import agent_token, default_path
 from toolops.demo.observe import metrics, sensitive_data
 from toolops.demo.resilience import (
     bad_input,
@@ -178,7 +182,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--token",
         default=os.environ.get("TOOLOPS_AGENT_TOKEN", ""),
-        help="agent token (default: $TOOLOPS_AGENT_TOKEN)",
+        help="agent token (default: $TOOLOPS_AGENT_TOKEN, else the demo agent's in --logins)",
+    )
+    parser.add_argument(
+        "--logins",
+        type=Path,
+        default=default_path(),
+        help="the demo's logins file, read for the token when none is given "
+        "(default: $TOOLOPS_DATA_DIR/demo-logins.txt, else var/demo-logins.txt)",
     )
     parser.add_argument("--shop", default="http://127.0.0.1:9000", help="demo shop base URL")
     parser.add_argument(
@@ -193,8 +204,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="then wait until every call left to a reviewer is decided, printing each",
     )
     args = parser.parse_args(argv)
+    args.token = args.token or agent_token(args.logins)
     if not args.token:
-        parser.error("an agent token is required: --token or $TOOLOPS_AGENT_TOKEN")
+        parser.error(
+            f"an agent token is required: --token, $TOOLOPS_AGENT_TOKEN, or the demo's "
+            f"logins file (none at {args.logins}: has `manage.py demo` run here?)"
+        )
     return args
 
 

@@ -18,10 +18,13 @@ import httpx
 
 from toolops.demo.clients import JSON, ToolOps, Unexpected
 from toolops.demo.scenario import (
+    CURRENCY,
     CUSTOMER,
+    CUSTOMER_ID,
     WAITING,
     Demo,
     Outcome,
+    charge_args,
     expect,
     expect_status,
     order_args,
@@ -104,6 +107,14 @@ def clock(iso: str | None) -> str:
     return f"{datetime.fromisoformat(iso):%H:%M:%S} UTC"
 
 
+def duration(seconds: int) -> str:
+    """“20 s”, “10 min”, “1 min 30 s”."""
+    minutes, rest = divmod(seconds, 60)
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min" + (f" {rest} s" if rest else "")
+
+
 def seconds_between(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
@@ -133,18 +144,20 @@ def order_for(demo: Demo, run: str, amount: str) -> JSON | Outcome:
 
 
 def charge_waits(demo: Demo) -> Outcome:
-    """An order (approved by the scripted reviewer), then its charge in a run a person
-    reviews: 202 pending_approval, nothing sent until someone decides in the console."""
+    """One conversation, two runs: an order (approved by the scripted reviewer), then its
+    charge in a run a person reviews, with the same session_key — so the approval page
+    shows the order among the conversation's earlier calls. 202 pending_approval, nothing
+    sent until someone decides in the console."""
     api = demo.api
-    order_run = demo.new_run("order-to-charge", auto_review=True)
+    session = demo.new_session()
+    order_run = demo.new_run("order-to-charge", auto_review=True, session_key=session)
     order = order_for(demo, order_run, "89.00")
     if isinstance(order, Outcome):
         return order
     api.run_complete(order_run)
     order_id = order["result"]["order_id"]
-    run = demo.new_run("charge-review")
-    charge = api.call(run, 0, "charge", {"order_id": order_id, "amount": "89.00"},
-                      tool_call_id="tc-1")  # fmt: skip
+    run = demo.new_run("charge-review", session_key=session)
+    charge = api.call(run, 0, "charge", charge_args(order_id, "89.00"), tool_call_id="tc-1")
     approval = held(charge, "charge", "irreversible")
     expect(
         not demo.shop.requests_for_run("/payments/charges", run),
@@ -154,7 +167,8 @@ def charge_waits(demo: Demo) -> Outcome:
     return Outcome(
         True,
         f"run {order_run}: create_order {order_id} succeeded (approved by the scripted "
-        f"reviewer); run {run}: its charge of 89.00 answered 202 pending_approval (reason "
+        f"reviewer); run {run} (same session_key {session}): its charge of 89.00 "
+        f"{CURRENCY} to customer {CUSTOMER_ID} answered 202 pending_approval (reason "
         f"irreversible) and nothing was sent — log in as reviewer and open {approval['url']}"
         " to Approve or Reject it; the outcome is printed below (↳) when it is decided",
     )
@@ -190,8 +204,9 @@ def possible_duplicate(demo: Demo) -> Outcome:
 
 
 def approval_expires(demo: Demo) -> Outcome:
-    """send_voucher gives a reviewer 20 s (approval_ttl_s): undecided, the worker ends it
-    `rejected` with reason `expired`, and nothing is sent."""
+    """send_voucher gives a reviewer its approval_ttl_s (10 minutes in the demo catalog):
+    undecided, the worker ends it `rejected` with reason `expired`, and nothing is sent.
+    `python -m toolops.demo.agent --only "approval expires"` starts another when asked."""
     api, run = demo.api, demo.new_run("voucher")
     message = "Sorry for the wait: 10% off your next order with code DEMO10."
     call = api.call(run, 0, "send_voucher", {"to": CUSTOMER, "message": message},
@@ -201,8 +216,8 @@ def approval_expires(demo: Demo) -> Outcome:
     watch(demo, "approval expires", run, call)
     return Outcome(
         True,
-        f"run {run}: send_voucher answered 202 pending_approval; it expires in {ttl} s "
-        f"(at {clock(approval['expires_at'])}) unless a reviewer acts at {approval['url']}; "
-        "then the worker ends it rejected, reason expired, and nothing is sent — the "
-        "outcome is printed below (↳)",
+        f"run {run}: send_voucher answered 202 pending_approval; it expires in "
+        f"{duration(ttl)} (at {clock(approval['expires_at'])}) unless a reviewer acts at "
+        f"{approval['url']}; then the worker ends it rejected, reason expired, and nothing "
+        "is sent — the outcome is printed below (↳)",
     )

@@ -24,6 +24,10 @@ from django.core.management.base import CommandError
 HOST = "127.0.0.1"
 STOP_GRACE_S = 10.0
 LOG_TAIL_LINES = 15
+# The shop listens this far above the web server unless told otherwise.
+SHOP_PORT_OFFSET = 1000
+# Each port option's variable in `make demo` (the Makefile's demo target).
+MAKE_VARS = {"port": "PORT", "shop-port": "SHOP_PORT"}
 
 
 class Stop(BaseException):
@@ -83,17 +87,51 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def shop_port_for(port: int, shop_port: int | None) -> int:
+    """The shop's port: as given, else the web server's + SHOP_PORT_OFFSET (8000 → 9000,
+    8001 → 9001), so that two demos started with different ports do not clash."""
+    if shop_port is not None:
+        return shop_port
+    derived = port + SHOP_PORT_OFFSET
+    if derived > 65535:
+        raise CommandError(
+            f"--port {port} puts the demo shop on port {derived}, past 65535: pass "
+            "--shop-port too (make demo SHOP_PORT=…)"
+        )
+    return derived
+
+
+def next_free_port(port: int, taken: set[int]) -> int | None:
+    """The first free port after `port` (a few tries), to suggest one that works."""
+    for candidate in range(port + 1, min(port + 50, 65536)):
+        if candidate not in taken and port_is_free(candidate):
+            return candidate
+    return None
+
+
 def check_ports(ports: dict[str, int]) -> None:
-    if len(set(ports.values())) != len(ports):
-        raise CommandError(f"the ports must differ: {ports}")
+    """Each port valid, distinct and free, before anything starts; a refusal names the
+    port, its option, and a free one to pass instead."""
     for what, port in ports.items():
         if not 1 <= port <= 65535:
-            raise CommandError(f"--{what} {port} is not a TCP port")
-        if not port_is_free(port):
-            raise CommandError(
-                f"port {port} ({what}) is busy on {HOST}: stop what listens there or pass "
-                f"--{what} with another port"
-            )
+            raise CommandError(f"--{what} {port} is not a TCP port (1 to 65535)")
+    seen: dict[int, str] = {}
+    for what, port in ports.items():
+        if port in seen:
+            raise CommandError(f"--{seen[port]} and --{what} are both {port}: they must differ")
+        seen[port] = what
+    for what, port in ports.items():
+        if port_is_free(port):
+            continue
+        free = next_free_port(port, set(ports.values()))
+        instead = (
+            f"pass another, e.g. --{what} {free} (make demo {MAKE_VARS[what]}={free})"
+            if free is not None
+            else f"pass another with --{what} (make demo {MAKE_VARS[what]}=…)"
+        )
+        raise CommandError(
+            f"port {port} (--{what}) is busy on {HOST}: stop what listens there, or {instead}"
+        )
 
 
 def _die_with_parent() -> None:

@@ -15,6 +15,7 @@ from toolops.demo.scenario import (
     Demo,
     Outcome,
     approved_by,
+    charge_args,
     expect,
     expect_status,
     order_args,
@@ -46,7 +47,7 @@ def happy_path(demo: Demo) -> Outcome:
     expect_status(order, "succeeded")
     order_id = order["result"]["order_id"]
     charge = api.call(
-        run, 3, "charge", {"order_id": order_id, "amount": "199.00"},
+        run, 3, "charge", charge_args(order_id, "199.00"),
         tool_call_id="tc-charge", depends_on=["tc-order"],
     )  # fmt: skip
     charge = reviewed(api, charge)
@@ -107,7 +108,7 @@ def charge_timeout(demo: Demo) -> Outcome:
     order_id = order["result"]["order_id"]
     with shop.fault("/payments/charges", timeout_next=1, hang_s=3):
         charge = api.call(
-            run, 1, "charge", {"order_id": order_id, "amount": "75.00"},
+            run, 1, "charge", charge_args(order_id, "75.00"),
             tool_call_id="tc-2", depends_on=["tc-1"],
         )  # fmt: skip
         charge = reviewed(api, charge)
@@ -307,7 +308,7 @@ def unknown_charge(demo: Demo) -> Outcome:
         shop.fault("/payments/charges/lookup", fail_next=50, fail_status=500),
     ):
         charge = api.call(
-            run, 1, "charge", {"order_id": order_id, "amount": "12.50"},
+            run, 1, "charge", charge_args(order_id, "12.50"),
             tool_call_id="tc-2", depends_on=["tc-1"],
         )  # fmt: skip
         charge = reviewed(api, charge)

@@ -16,6 +16,7 @@ from toolops.demo.clients import JSON, ShopControl, ToolOps
 from toolops.demo.scenario import (
     Demo,
     Outcome,
+    charge_args,
     expect,
     expect_status,
     order_args,
@@ -63,7 +64,7 @@ def buy(demo: Demo, run: str, amount: str) -> dict[str, JSON] | Outcome:
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
     charge = api.call(
-        run, 2, "charge", {"order_id": order["result"]["order_id"], "amount": amount},
+        run, 2, "charge", charge_args(order["result"]["order_id"], amount),
         tool_call_id="tc-3", depends_on=["tc-2"],
     )  # fmt: skip
     charge = reviewed(api, charge)

@@ -14,6 +14,11 @@ from toolops.demo.clients import JSON, ShopControl, ToolOps, Unexpected
 from toolops.demo.reviewer import NOTE, auto_metadata
 
 CUSTOMER = "customer@example.com"
+# The business facts an order and its charge carry, as a shop's agent would send them:
+# the catalog's summaries title the calls with them ("Charge 89.00 EUR to customer
+# cus_4821 for order ord_…"), and the e-mail is searchable (by its HMAC, never stored plain).
+CURRENCY = "EUR"
+CUSTOMER_ID = "cus_4821"
 # SKUs seeded in the shop with enough stock for reservations; the fullest one is used.
 STOCKED_SKUS = ("A12", "D9")
 LOW_STOCK = 10
@@ -149,8 +154,17 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def customer_facts() -> JSON:
+    """Who pays, and in what: the args every create_order and charge of the demo carry."""
+    return {"currency": CURRENCY, "customer": CUSTOMER_ID, "email": CUSTOMER}
+
+
 def order_args(sku: str, amount: str) -> JSON:
-    return {"sku": sku, "qty": 1, "amount": amount}
+    return {"sku": sku, "qty": 1, "amount": amount, **customer_facts()}
+
+
+def charge_args(order_id: str, amount: str) -> JSON:
+    return {"order_id": order_id, "amount": amount, **customer_facts()}
 
 
 def reason(call: JSON) -> str | None:

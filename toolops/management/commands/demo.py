@@ -4,7 +4,10 @@ Starts the demo shop, the web server (HTTP + WebSockets), a Celery worker with b
 embedded and the demo's scripted reviewer as child processes, on the embedded defaults
 (SQLite and the filesystem broker under the data directory), loads demo users and a demo
 agent, runs the scripted agent against the real API, then waits. Ctrl-C (or SIGTERM)
-stops every child it started.
+stops every child it started. The web server listens on --port and the shop on
+--shop-port (--port + 1000 unless given), so a second demo with another --port does not
+clash; a busy port is refused, by name and option, before anything starts. The agent's
+token is printed whole once, by the run that makes it; later runs say where it is kept.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import secrets
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -29,6 +33,15 @@ from django.db.migrations.executor import MigrationExecutor
 
 from toolops.demo import reviewer as scripted_reviewer
 from toolops.demo.agent import run_demo
+from toolops.demo.logins import (
+    AGENT_KEY,
+    AGENT_NAME,
+    LOGINS_FILE,
+    default_path,
+    read_secrets,
+    token_command,
+    write_secrets,
+)
 from toolops.demo.processes import (
     HOST,
     Child,
@@ -36,6 +49,7 @@ from toolops.demo.processes import (
     Stop,
     check_ports,
     log_contains,
+    shop_port_for,
     start_child,
     stays_up,
     stop_children,
@@ -48,8 +62,6 @@ from toolops.services import agent_create
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 DEMO_CATALOG = DEMO_DIR / "catalog.toml"
 CATALOG_SHOP = "http://127.0.0.1:9000"  # the shop URL written in the demo catalog
-AGENT_NAME = "demo-agent"
-LOGINS_FILE = "demo-logins.txt"
 UVICORN = ["-m", "uvicorn", "toolops.asgi:application"]
 # username → (group, what the person does); admin is a superuser.
 DEMO_USERS: dict[str, tuple[str | None, str]] = {
@@ -94,30 +106,6 @@ def migrate_if_needed(write: Callable[[str], None]) -> None:
 # --- demo logins -------------------------------------------------------------------------
 
 
-def read_secrets(path: Path) -> dict[str, str]:
-    """`name secret` lines; # comments. Missing file: nothing yet."""
-    found: dict[str, str] = {}
-    if not path.exists():
-        return found
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 2 and not line.startswith("#"):
-            found[parts[0]] = parts[1]
-    return found
-
-
-def write_secrets(path: Path, values: dict[str, str]) -> None:
-    lines = [
-        "# ToolOps demo logins, generated on the first `manage.py demo`. Delete this file",
-        "# to get new ones. `agent:NAME` is that demo agent's API token.",
-        *(f"{name} {secret}" for name, secret in values.items()),
-    ]
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    path.chmod(0o600)
-
-
 def ensure_user(username: str, group: str | None, password: str | None) -> str | None:
     """Create or repair one demo user. Returns its password, or None for an account that
     existed before the demo recorded one (its password is left alone)."""
@@ -152,16 +140,54 @@ def ensure_agent(token: str | None) -> str:
     return token
 
 
-def load_demo_logins(data_dir: Path) -> tuple[dict[str, str | None], str, Path]:
+@dataclass
+class Logins:
+    """The demo's logins as this run found or made them."""
+
+    passwords: dict[str, str | None]
+    token: str
+    token_is_new: bool  # made (or re-issued) by this run: printed once, now
+    path: Path
+
+
+def load_demo_logins(data_dir: Path) -> Logins:
     path = data_dir / LOGINS_FILE
     stored = read_secrets(path)
     passwords = {
         name: ensure_user(name, group, stored.get(name)) for name, (group, _) in DEMO_USERS.items()
     }
-    token = ensure_agent(stored.get(f"agent:{AGENT_NAME}"))
+    token = ensure_agent(stored.get(AGENT_KEY))
     recorded = {name: pw for name, pw in passwords.items() if pw is not None}
-    write_secrets(path, {**recorded, f"agent:{AGENT_NAME}": token})
-    return passwords, token, path
+    write_secrets(path, {**recorded, AGENT_KEY: token})
+    return Logins(passwords, token, token != stored.get(AGENT_KEY), path)
+
+
+def agent_lines(web_url: str, shop_url: str, logins: Logins) -> list[str]:
+    """The agent's part of the banner. Its token is printed whole once, in the run that
+    makes it (as a payments dashboard shows a new secret key once); later runs show its
+    first characters and where it is kept. Nothing else prints it: the scripted agent
+    reads it from the logins file."""
+    token = logins.token
+    if logins.token_is_new:
+        told = f"token {token}  (shown this once; kept in {logins.path}, mode 0600)"
+    else:
+        told = (
+            f"token {token[:9]}…  (shown when it was made; print it with: "
+            f"{token_command(logins.path)})"
+        )
+    agent = f"python -m toolops.demo.agent --url {web_url} --shop {shop_url}"
+    if logins.path.resolve() != default_path().resolve():
+        agent += f" --logins {logins.path}"
+    return [
+        f"Agent {AGENT_NAME}: {told}",
+        f"Run the scripted agent again: {agent}  (its token comes from {logins.path}; "
+        "--only NAME runs one scenario)",
+        f'Watch an approval expire: {agent} --only "approval expires" --watch  (a voucher '
+        "waits for a reviewer, 10 min in the demo catalog; undecided, the worker ends it "
+        "rejected and nothing is sent)",
+        f"MCP: {web_url}/mcp/ (streamable HTTP) with header Authorization: Bearer <the "
+        f"{AGENT_NAME} token> — client config in README.md",
+    ]
 
 
 # --- child processes ---------------------------------------------------------------------
@@ -175,8 +201,10 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--port", type=int, default=8000, help="web server port")
-        parser.add_argument("--shop-port", type=int, default=9000, help="demo shop port")
+        parser.add_argument("--port", type=int, default=8000, help="web server port (8000)")
+        parser.add_argument(
+            "--shop-port", type=int, default=None, help="demo shop port (--port + 1000: 9000)"
+        )
         parser.add_argument("--no-agent", action="store_true", help="do not run the scripted agent")
         parser.add_argument(
             "--reset-shop",
@@ -189,7 +217,9 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def handle(self, *args: Any, **options: Any) -> None:
-        port, shop_port = options["port"], options["shop_port"]
+        port = options["port"]
+        check_ports({"port": port})
+        shop_port = shop_port_for(port, options["shop_port"])
         check_ports({"port": port, "shop-port": shop_port})
         data_dir = Path(settings.DATA_DIR)
         log_dir = data_dir / "log"
@@ -201,13 +231,13 @@ class Command(BaseCommand):
         }
         try:
             migrate_if_needed(self.say)
-            passwords, token, logins_path = load_demo_logins(data_dir)
+            logins = load_demo_logins(data_dir)
             connections.close_all()  # the children own the database from here
             self._start(children, port, shop_port, data_dir, log_dir, options["reset_shop"])
             web_url, shop_url = f"http://{HOST}:{port}", f"http://{HOST}:{shop_port}"
             if not options["no_agent"]:
-                self._run_agent(children, web_url, token, shop_url)
-            self._banner(web_url, passwords, token, logins_path, children)
+                self._run_agent(children, web_url, logins.token, shop_url)
+            self._banner(web_url, shop_url, logins, children)
             self._watch(children)
         except Stop:
             self.say("\nStopping…")
@@ -319,14 +349,7 @@ class Command(BaseCommand):
         if not all(r.ok for r in results):
             self.stderr.write("Some scenarios did not end as expected; see the lines above.")
 
-    def _banner(
-        self,
-        web_url: str,
-        passwords: dict[str, str | None],
-        token: str,
-        logins_path: Path,
-        children: list[Child],
-    ) -> None:
+    def _banner(self, web_url: str, shop_url: str, logins: Logins, children: list[Child]) -> None:
         self.say(f"\nConsole: {web_url}/console/   (admin: {web_url}/admin/)")
         self.say(
             f"Calls waiting for a person: {web_url}/console/approvals/ (log in as reviewer); "
@@ -337,18 +360,12 @@ class Command(BaseCommand):
             "(Prometheus); a run's page is its timeline. Spans go to a collector when "
             "OTEL_EXPORTER_OTLP_ENDPOINT is set for `make demo`"
         )
-        self.say(f"Logins (also in {logins_path}):")
+        self.say(f"Logins (also in {logins.path}):")
         for name, (group, role) in DEMO_USERS.items():
-            password = passwords[name] or "(existing account, password unchanged)"
+            password = logins.passwords[name] or "(existing account, password unchanged)"
             self.say(f"  {name:<9} {password:<16} {group or 'superuser':<10} {role}")
-        self.say(
-            f"Agent {AGENT_NAME}: token {token[:9]}… (full token in {logins_path}); "
-            f"python -m toolops.demo.agent --url {web_url} --token …"
-        )
-        self.say(
-            f"MCP: {web_url}/mcp/ (streamable HTTP) with header "
-            f"Authorization: Bearer {token} — client config in README.md"
-        )
+        for line in agent_lines(web_url, shop_url, logins):
+            self.say(line)
         self.say("Logs: " + ", ".join(str(c.log_path) for c in children))
         self.say("Ctrl-C stops everything.")
 
