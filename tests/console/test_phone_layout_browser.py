@@ -220,6 +220,11 @@ def test_on_a_phone_support_resolves_a_ticket_by_tapping(
     ticket = scene.ticket
     tab = open_tab(browser, PHONE)
     log_in(tab, live_server.url, "/console/tickets/")
+    # A ticket opened meanwhile comes with the list's live refresh, a labelled card too.
+    fresh = dead_letter(scene.run.agent, "r-fresh")
+    expect(tab.locator(f"#ticket-{fresh.pk} td").nth(2)).to_have_attribute(
+        "data-label", re.compile("."), timeout=10_000
+    )
     tab.locator(f"#ticket-{ticket.pk}").get_by_role("link", name=f"#{ticket.pk}").tap()
     tab.wait_for_url(f"**/console/tickets/{ticket.pk}/")
     big_enough(tab.get_by_role("button", name="Retry"))
