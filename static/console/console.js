@@ -184,3 +184,64 @@
     document.addEventListener("DOMContentLoaded", function () { place(document); });
   }
 })();
+
+// Narrow screens (console.css, under 760 px): the header folds its navigation, search and
+// account behind the Menu button. Only this script folds it (.foldable), so without
+// JavaScript the header stacks open and nothing is out of reach. Esc closes it again.
+(function () {
+  "use strict";
+  const header = document.querySelector("header.topbar");
+  const button = header && header.querySelector(".menu-toggle");
+  if (!button) { return; }
+  header.classList.add("foldable");
+  function show(open) {
+    header.classList.toggle("open", open);
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+  button.addEventListener("click", function () {
+    show(button.getAttribute("aria-expanded") !== "true");
+  });
+  header.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && header.classList.contains("open")) {
+      show(false);
+      button.focus();
+    }
+  });
+})();
+
+// Under 600 px the queues read as stacked cards (console.css), each cell labelled with its
+// column's heading: copied here from the table's head into data-label, so a template
+// need not repeat it (a cell's own data-label wins; a cell spanning columns gets none).
+// Again for each fragment htmx swaps in: the live tables refresh themselves.
+(function () {
+  "use strict";
+  function label(table) {
+    const head = table.tHead && table.tHead.rows[table.tHead.rows.length - 1];
+    if (!head) { return; }
+    const names = [];
+    Array.from(head.cells).forEach(function (cell) {
+      for (let i = 0; i < cell.colSpan; i++) { names.push(cell.textContent.trim()); }
+    });
+    Array.from(table.tBodies).forEach(function (body) {
+      Array.from(body.rows).forEach(function (row) {
+        let column = 0;
+        Array.from(row.cells).forEach(function (cell) {
+          if (cell.colSpan === 1 && names[column] && !cell.hasAttribute("data-label")) {
+            cell.dataset.label = names[column];
+          }
+          column += cell.colSpan;
+        });
+      });
+    });
+  }
+  function labelAll(root) {
+    const tables = Array.from(root.querySelectorAll("table"));
+    if (root.matches && root.matches("table")) { tables.push(root); }
+    tables.forEach(label);
+  }
+  if (window.htmx) {
+    htmx.onLoad(labelAll);
+  } else {
+    document.addEventListener("DOMContentLoaded", function () { labelAll(document); });
+  }
+})();

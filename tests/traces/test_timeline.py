@@ -85,6 +85,13 @@ def test_it_places_calls_and_attempts_on_the_runs_time_axis(ended: Run) -> None:
     assert (second.bar.left_pct, second.bar.width_pct) == ("50.00", "10.00")
 
 
+def test_each_call_says_what_it_took_in_words_once_it_has_ended(ended: Run) -> None:
+    rows = lanes(ended)
+
+    # What a phone shows instead of the bars: from the call's creation to its outcome.
+    assert [rows[t].took for t in ("tc-1", "tc-2", "tc-3")] == ["1.0 s", "4.0 s", ""]
+
+
 def test_a_reconcile_look_is_marked_and_has_an_anchor_of_its_own(ended: Run) -> None:
     order = lanes(ended)["tc-3"]
 

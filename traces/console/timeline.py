@@ -22,7 +22,7 @@ from toolops.summary import last_succeeded, run_summary
 from toolops.tools.spec import ToolSpec
 from traces.sensitive import redact
 
-from .axis import Axis, Span, clock, stamp
+from .axis import Axis, Span, clock, duration, stamp
 from .pretty import pretty
 from .stopped import OPEN, BudgetLine, budget_lines, stopping_call, why_stopped
 
@@ -147,6 +147,14 @@ class CallLane:
     @property
     def round(self) -> str:
         return self.call.tool_call_id.rpartition(":")[2] if self.undoes else ""
+
+    @property
+    def took(self) -> str:
+        """From the call's creation to its outcome, in words ("2.1 s"); "" while open. The
+        list a phone shows instead of the bars says it."""
+        if self.call.finished_at is None:
+            return ""
+        return duration((self.call.finished_at - self.call.created_at).total_seconds() * 1000)
 
 
 @dataclass
