@@ -133,6 +133,7 @@ def _ticket_context(ticket: Ticket) -> dict[str, Any]:
         "title": wording.ticket_title(ticket, undone=undone, spec=call_spec),
         "undo_words": wording.tool_words(compensation.tool),
         "status_words": wording.status_words(compensation.status),
+        "run_words": wording.run_words(ticket.run.status),
         "undone_title": wording.call_words(undone, call_spec),
         "undone_facts": facts.facts(call_spec, undone.args, undone.result),
         "health": selectors.undo_health(tool=compensation.tool, spec=undo_spec)

@@ -39,6 +39,15 @@ EVENT_WORDS: dict[str, str] = {
     TicketEvent.Kind.COMMENT: "comment",
 }
 
+RUN_WORDS: dict[str, str] = {
+    Run.Status.RUNNING: "running",
+    Run.Status.COMPLETED: "completed",
+    Run.Status.ABORTING: "being cancelled",
+    Run.Status.ABORTED: "cancelled",
+    Run.Status.COMPENSATION_FAILED: "cancelled, not all put back",
+    Run.Status.BUDGET_EXHAUSTED: "out of budget",
+}
+
 # The events that close a ticket, and how the closing line says it.
 CLOSING: dict[str, str] = {
     TicketEvent.Kind.RESOLVED: "fixed by hand",
@@ -53,6 +62,11 @@ CANCELLED = (Run.Status.ABORTING, Run.Status.ABORTED, Run.Status.COMPENSATION_FA
 def status_words(status: str) -> str:
     """A compensation's status as a label: "dead_lettered" → "needs a person"."""
     return STATUS_WORDS.get(status, status.replace("_", " "))
+
+
+def run_words(status: str) -> str:
+    """A run's status as a label: "compensation_failed" → "cancelled, not all put back"."""
+    return RUN_WORDS.get(status, status.replace("_", " "))
 
 
 def event_words(kind: str) -> str:
