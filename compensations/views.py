@@ -18,6 +18,7 @@ from django.views.decorators.vary import vary_on_headers
 from compensations import desk, live, selectors, wording
 from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
 from compensations.models import Ticket
+from toolops.approvals.wording import ago, waited
 from toolops.permissions import console_required, require_ticket_worker
 from toolops.tools import facts, registry
 from toolops.tools.wording import error_sentence
@@ -57,11 +58,13 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
     tickets = list(
         selectors.ticket_queue(filters=filters, user=request.user)[: selectors.QUEUE_LIMIT]
     )
+    now = timezone.now()
     for ticket in tickets:
         _words(ticket)
+        ticket.waited = waited(ticket.opened_at, now)  # type: ignore[attr-defined]
     ctx = _live(
         form=form, filters=filters, tickets=tickets, counts=selectors.ticket_counts(),
-        limit=selectors.QUEUE_LIMIT, now=timezone.now(), tools=sorted(catalog()),
+        limit=selectors.QUEUE_LIMIT, now=now, tools=sorted(catalog()),
     )  # fmt: skip
     if is_refresh(request):
         return render(request, "compensations/tickets.html#ticket-table", ctx)
@@ -124,6 +127,9 @@ def _ticket_context(ticket: Ticket) -> dict[str, Any]:
         event.words = wording.event_words(event.kind)  # type: ignore[attr-defined]
     closed = wording.closing(events) if ticket.status == Ticket.Status.CLOSED else None
     rounds = selectors.ticket_rounds(ticket=ticket)
+    now = timezone.now()
+    is_open = ticket.status == Ticket.Status.OPEN
+    health = selectors.undo_health(tool=compensation.tool, spec=undo_spec) if is_open else None
     for round_ in rounds:
         round_.error = error_sentence(
             round_.call.error_message, tool=compensation.tool, spec=undo_spec
@@ -136,9 +142,10 @@ def _ticket_context(ticket: Ticket) -> dict[str, Any]:
         "run_words": wording.run_words(ticket.run.status),
         "undone_title": wording.call_words(undone, call_spec),
         "undone_facts": facts.facts(call_spec, undone.args, undone.result),
-        "health": selectors.undo_health(tool=compensation.tool, spec=undo_spec)
-        if ticket.status == Ticket.Status.OPEN
-        else None,
+        "health": health,
+        "last_success_ago": ago(health.last_success, now) if health and health.last_success else "",
+        "waited": waited(ticket.opened_at, now),
+        "closed_ago": ago(ticket.closed_at, now) if ticket.closed_at else "",
         "closed_by": closed,
         "last_error": error_sentence(
             compensation.last_error, tool=compensation.tool, spec=undo_spec
@@ -151,7 +158,7 @@ def _ticket_context(ticket: Ticket) -> dict[str, Any]:
         "call_result": pretty(redact(undone.result, spec=call_spec, result=True)),
         "rounds": rounds,
         "events": events,
-        "now": timezone.now(),
+        "now": now,
     }
 
 

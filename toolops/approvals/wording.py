@@ -129,3 +129,9 @@ def waited(since: datetime, now: datetime) -> str:
     if hours < 48:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     return f"{hours // 24} days"
+
+
+def ago(since: datetime, now: datetime) -> str:
+    """ "just now", "3 min ago"."""
+    said = waited(since, now)
+    return said if said == "just now" else f"{said} ago"
