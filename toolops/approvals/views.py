@@ -23,6 +23,7 @@ from toolops.approvals.consumers import PUSH_PATH
 from toolops.approvals.forms import ApprovalFilterForm, DecisionForm
 from toolops.approvals.models import Approval
 from toolops.approvals.wording import (
+    CALL_STATUS_WORDS,
     consequence,
     describe,
     reason_label,
@@ -118,6 +119,7 @@ class Step:
     args_json: str
     result_json: str
     error: str = ""  # the call's error as a sentence naming the service
+    status: str = ""  # the call's status as a label
     full: bool = False  # args_json holds the full, unredacted args
     # Why it does not: the full args could not be decrypted (approving it sends nothing).
     problem: str = ""
@@ -134,6 +136,7 @@ def _step(call: ToolCall, specs: dict[str, ToolSpec]) -> Step:
             else describe(call, spec.params_schema if spec else None)
         ),
         error=error_sentence(call.error_message, tool=call.tool, spec=spec),
+        status=CALL_STATUS_WORDS.get(call.status, call.status),
         args_json=pretty(traces.redact(call.args, spec=spec)),
         result_json=pretty(traces.redact(call.result, spec=spec, result=True)),
     )

@@ -30,6 +30,19 @@ REASONS = {
 }
 
 
+# A call's status as a reviewer reads it; the stored word stays in the badge's tooltip.
+CALL_STATUS_WORDS = {
+    "succeeded": "done",
+    "degraded": "done in part",
+    "failed": "failed",
+    "unknown": "outcome unknown",
+    "skipped": "skipped",
+    "pending_approval": "waiting for approval",
+    "rejected": "rejected",
+    "in_progress": "in progress",
+}
+
+
 class HasToolAndArgs(Protocol):
     tool: str
     args: Any
