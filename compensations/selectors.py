@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket
+from toolops import executor
 from toolops.models import Attempt, Run, ToolCall
+from toolops.tools.spec import ToolSpec
+from toolops.tools.wording import service_name
 
 # The queue's age filter (TicketFilterForm): tickets opened at least this long ago.
 AGES = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
@@ -66,6 +69,7 @@ class Round:
     number: int
     call: ToolCall
     attempts: list[Attempt]
+    error: str = ""  # the round's error as a sentence naming the service (set by the page)
 
 
 def ticket_rounds(*, ticket: Ticket) -> list[Round]:
@@ -86,3 +90,56 @@ def ticket_rounds(*, ticket: Ticket) -> list[Round]:
         )
         for c in calls
     ]
+
+
+# -- the undo tool's health, on a ticket ------------------------------------------------------
+
+
+@dataclass
+class UndoHealth:
+    """Whether a Retry can work now: the undo tool's breaker (one state, as the executor
+    admits calls: an open breaker past its cool-down lets the next call through) and its
+    last successful and failed attempts."""
+
+    service: str
+    open_until: datetime | None
+    last_success: datetime | None
+    last_failure: datetime | None
+
+    @property
+    def retry_can_work(self) -> bool:
+        return self.open_until is None
+
+    @property
+    def answering(self) -> bool:
+        return self.last_success is not None and (
+            self.last_failure is None or self.last_success > self.last_failure
+        )
+
+    @property
+    def sentence(self) -> str:
+        the = f"The {self.service} service"
+        if self.open_until is not None:
+            until = f"{self.open_until:%H:%M} UTC"
+            return f"{the} is failing (breaker open until {until}): Retry will fail until then."
+        if self.answering:
+            again = " again" if self.last_failure is not None else ""
+            return f"{the} is answering{again}: Retry should work."
+        if self.last_failure is not None:
+            return f"{the} failed on its last call and has not answered since: Retry may fail."
+        return f"Nothing was sent to the {self.service} service lately: Retry should reach it."
+
+
+def undo_health(*, tool: str, spec: ToolSpec | None) -> UndoHealth:
+    """The undo tool's health now: three small reads on the breaker and (tool, started_at)."""
+    attempts = Attempt.objects.filter(tool=tool).order_by("-started_at")
+    return UndoHealth(
+        service=service_name(tool, spec),
+        open_until=executor.breaker_availability().get(tool),
+        last_success=attempts.filter(health=Attempt.Health.SUCCESS)
+        .values_list("started_at", flat=True)
+        .first(),
+        last_failure=attempts.filter(health=Attempt.Health.FAILURE)
+        .values_list("started_at", flat=True)
+        .first(),
+    )

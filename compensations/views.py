@@ -15,11 +15,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from compensations import desk, live, selectors
+from compensations import desk, live, selectors, wording
 from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
 from compensations.models import Ticket
+from toolops.approvals.wording import ago, waited
 from toolops.permissions import console_required, require_ticket_worker
-from toolops.tools import registry
+from toolops.tools import facts, registry
+from toolops.tools.wording import error_sentence
 from toolops.views.common import (
     HtmxHttpRequest,
     catalog,
@@ -56,9 +58,13 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
     tickets = list(
         selectors.ticket_queue(filters=filters, user=request.user)[: selectors.QUEUE_LIMIT]
     )
+    now = timezone.now()
+    for ticket in tickets:
+        _words(ticket)
+        ticket.waited = waited(ticket.opened_at, now)  # type: ignore[attr-defined]
     ctx = _live(
         form=form, filters=filters, tickets=tickets, counts=selectors.ticket_counts(),
-        limit=selectors.QUEUE_LIMIT, now=timezone.now(), tools=sorted(catalog()),
+        limit=selectors.QUEUE_LIMIT, now=now, tools=sorted(catalog()),
     )  # fmt: skip
     if is_refresh(request):
         return render(request, "compensations/tickets.html#ticket-table", ctx)
@@ -96,22 +102,63 @@ def _ticket_page(
     )
 
 
+def _words(ticket: Ticket) -> None:
+    """What the desk's list shows of a ticket in plain words, set on the ticket: its title,
+    its status as a label and its last error as a sentence naming the service."""
+    compensation = ticket.compensation
+    undone = compensation.call
+    ticket.title = wording.ticket_title(  # type: ignore[attr-defined]
+        ticket, undone=undone, spec=registry.get(undone.tool)
+    )
+    ticket.status_words = wording.status_words(compensation.status)  # type: ignore[attr-defined]
+    error = error_sentence(
+        compensation.last_error, tool=compensation.tool, spec=registry.get(compensation.tool)
+    )
+    ticket.error_words = error or compensation.problem  # type: ignore[attr-defined]
+
+
 def _ticket_context(ticket: Ticket) -> dict[str, Any]:
     compensation = ticket.compensation
     undone = compensation.call
     undo_spec = registry.get(compensation.tool)
     call_spec = registry.get(undone.tool)
+    events = list(ticket.events.select_related("actor"))
+    for event in events:
+        event.words = wording.event_words(event.kind)  # type: ignore[attr-defined]
+    closed = wording.closing(events) if ticket.status == Ticket.Status.CLOSED else None
+    rounds = selectors.ticket_rounds(ticket=ticket)
+    now = timezone.now()
+    is_open = ticket.status == Ticket.Status.OPEN
+    health = selectors.undo_health(tool=compensation.tool, spec=undo_spec) if is_open else None
+    for round_ in rounds:
+        round_.error = error_sentence(
+            round_.call.error_message, tool=compensation.tool, spec=undo_spec
+        )
     return {
         "ticket": ticket,
+        "title": wording.ticket_title(ticket, undone=undone, spec=call_spec),
+        "undo_words": wording.tool_words(compensation.tool),
+        "status_words": wording.status_words(compensation.status),
+        "run_words": wording.run_words(ticket.run.status),
+        "undone_title": wording.call_words(undone, call_spec),
+        "undone_facts": facts.facts(call_spec, undone.args, undone.result),
+        "health": health,
+        "last_success_ago": ago(health.last_success, now) if health and health.last_success else "",
+        "waited": waited(ticket.opened_at, now),
+        "closed_ago": ago(ticket.closed_at, now) if ticket.closed_at else "",
+        "closed_by": closed,
+        "last_error": error_sentence(
+            compensation.last_error, tool=compensation.tool, spec=undo_spec
+        ),
         "compensation": compensation,
         "undone": undone,
         # Shown to people redacted (traces/sensitive.py): by name, pattern, catalog or schema.
         "undo_args": pretty(redact(compensation.args, spec=undo_spec)),
         "call_args": pretty(redact(undone.args, spec=call_spec)),
         "call_result": pretty(redact(undone.result, spec=call_spec, result=True)),
-        "rounds": selectors.ticket_rounds(ticket=ticket),
-        "events": list(ticket.events.select_related("actor")),
-        "now": timezone.now(),
+        "rounds": rounds,
+        "events": events,
+        "now": now,
     }
 
 

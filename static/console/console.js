@@ -76,8 +76,9 @@
 
 // Keyboard shortcuts on the reviewer pages. The queue: j / k move a highlighted row
 // down / up, Enter opens it. An approval's page: a puts focus on Approve (a again, or
-// Enter, approves: never one stray key), r puts focus in the note — a rejection needs
-// one — and Esc leaves it. Keys typed into a field belong to the field.
+// Enter, approves: never one stray key), r puts focus in "Why reject" — a rejection needs
+// a note — where Ctrl+Enter rejects after a confirm, and Esc leaves it. Enter in a note
+// is a new line, never a decision. Keys typed into a field belong to the field.
 (function () {
   "use strict";
   let selectedId = null;  // the highlighted row, kept across the table's live refreshes
@@ -133,28 +134,48 @@
       }
     }
   }
-  function onDecide(form, event) {
+  function onDecide(decide, event) {
     if (event.key === "a") {
-      const approve = form.querySelector("button[value=approve]");
+      const approve = decide.querySelector("button[value=approve]");
       event.preventDefault();
       if (document.activeElement === approve) { approve.click(); } else { approve.focus(); }
     } else if (event.key === "r") {
       event.preventDefault();
-      form.querySelector("textarea[name=note]").focus();
+      decide.querySelector(".reject-form textarea[name=note]").focus();
+    }
+  }
+  // In "Why reject": Ctrl+Enter (or Cmd+Enter) rejects, once confirmed. The note is in the
+  // reject form only: Approve, in its own form, can never send it.
+  function rejectFromNote(note, event) {
+    event.preventDefault();
+    const form = note.form;
+    if (!note.value.trim()) {
+      note.setAttribute("aria-invalid", "true");
+      return;
+    }
+    note.removeAttribute("aria-invalid");
+    if (window.confirm("Reject this call? The agent is told: " + note.value.trim())) {
+      form.requestSubmit(form.querySelector("button[value=reject]"));
     }
   }
 
   document.addEventListener("keydown", function (event) {
+    const decide = document.querySelector("[data-shortcuts=decide]");
+    const inReject = decide && event.target.closest && event.target.closest(".reject-form");
+    if (inReject && event.target.tagName === "TEXTAREA" && event.key === "Enter" &&
+        (event.ctrlKey || event.metaKey)) {
+      rejectFromNote(event.target, event);
+      return;
+    }
     if (event.ctrlKey || event.metaKey || event.altKey) { return; }
-    const form = document.querySelector("form[data-shortcuts=decide]");
     if (typing(event.target)) {
-      if (event.key === "Escape" && form && form.contains(event.target)) { event.target.blur(); }
+      if (event.key === "Escape" && decide && decide.contains(event.target)) { event.target.blur(); }
       return;
     }
     if (document.querySelector("[data-shortcuts=queue]")) {
       onQueue(event);
-    } else if (form) {
-      onDecide(form, event);
+    } else if (decide) {
+      onDecide(decide, event);
     }
   });
 })();

@@ -10,7 +10,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from toolops.approvals.models import Approval, ApprovalVote
-from toolops.models import ToolCall
+from toolops.models import Run, ToolCall
 
 # More than this many waiting at once is an incident, not a queue to page through.
 QUEUE_LIMIT = 200
@@ -108,15 +108,23 @@ def votes_summary(*, approval: Approval, user: Any) -> Votes:
     )
 
 
-def earlier_calls(*, call: ToolCall) -> list[ToolCall]:
-    """The run's agent calls before `call` (a lower step_index, or made before it), in
-    step order: what the agent did on the way here, with their outcomes. At most the
+def earlier_calls(*, call: ToolCall, run: Run) -> list[ToolCall]:
+    """What the agent did in this conversation before `call` (of `run`): the agent calls
+    of `run` before it (a lower step_index, or made before it), and those of every other
+    run of the same agent and session_key made before it — the order made in another run
+    of the conversation, say. Oldest first (newest last), each with its run; at most the
     EARLIER_LIMIT nearest, read newest first on the (run, created_at) index."""
+    if run.session_key:
+        runs = Q(run__agent_id=run.agent_id, run__session_key=run.session_key)
+    else:
+        runs = Q(run_id=run.pk)
+    before = Q(created_at__lt=call.created_at) | Q(run_id=run.pk, step_index__lt=call.step_index)
     calls = list(
         ToolCall.objects.agent_calls()
-        .filter(run_id=call.run_id)
-        .filter(Q(step_index__lt=call.step_index) | Q(created_at__lt=call.created_at))
+        .filter(runs)
+        .filter(before)
         .exclude(pk=call.pk)
+        .select_related("run")
         .order_by("-created_at", "-pk")[:EARLIER_LIMIT]
     )
-    return sorted(calls, key=lambda c: (c.step_index, c.created_at, c.pk))
+    return sorted(calls, key=lambda c: (c.created_at, c.pk))

@@ -7,6 +7,7 @@ the next approval waiting, so a reviewer can work down the queue."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -21,10 +22,20 @@ from toolops.approvals import selectors, services
 from toolops.approvals.consumers import PUSH_PATH
 from toolops.approvals.forms import ApprovalFilterForm, DecisionForm
 from toolops.approvals.models import Approval
-from toolops.approvals.wording import describe, reason_text
+from toolops.approvals.wording import (
+    CALL_STATUS_WORDS,
+    consequence,
+    describe,
+    reason_label,
+    reason_text,
+    undo_tool,
+    waited,
+)
 from toolops.models import Agent, ToolCall
 from toolops.permissions import console_required, require_reviewer
+from toolops.tools import facts
 from toolops.tools.spec import ToolSpec
+from toolops.tools.wording import error_sentence
 from toolops.views.common import (
     HtmxHttpRequest,
     catalog,
@@ -52,8 +63,14 @@ def _schema(specs: dict[str, ToolSpec], tool: str) -> dict[str, Any] | None:
 
 
 def _action(approval: Approval, call: ToolCall | None, specs: dict[str, ToolSpec]) -> str:
-    """The held call in plain words; just the tool's name if the call is gone."""
-    return describe(call, _schema(specs, call.tool)) if call else approval.tool
+    """The held call in plain words: its catalog title (tools/facts.py) when the tool has
+    a summary, else the approvals' own wording; just the tool's name if the call is gone."""
+    if call is None:
+        return approval.tool
+    spec = specs.get(call.tool)
+    if spec is not None and spec.summary:
+        return facts.title(spec, call.args, call.result, tool=call.tool)
+    return describe(call, _schema(specs, call.tool))
 
 
 # -- the queue ---------------------------------------------------------------------------
@@ -101,6 +118,8 @@ class Step:
     action: str
     args_json: str
     result_json: str
+    error: str = ""  # the call's error as a sentence naming the service
+    status: str = ""  # the call's status as a label
     full: bool = False  # args_json holds the full, unredacted args
     # Why it does not: the full args could not be decrypted (approving it sends nothing).
     problem: str = ""
@@ -111,7 +130,13 @@ def _step(call: ToolCall, specs: dict[str, ToolSpec]) -> Step:
     # Shown to people redacted (traces/sensitive.py): by name, pattern, catalog or schema.
     return Step(
         call=call,
-        action=describe(call, spec.params_schema if spec else None),
+        action=(
+            facts.title(spec, call.args, call.result, tool=call.tool)
+            if spec is not None and spec.summary
+            else describe(call, spec.params_schema if spec else None)
+        ),
+        error=error_sentence(call.error_message, tool=call.tool, spec=spec),
+        status=CALL_STATUS_WORDS.get(call.status, call.status),
         args_json=pretty(traces.redact(call.args, spec=spec)),
         result_json=pretty(traces.redact(call.result, spec=spec, result=True)),
     )
@@ -120,14 +145,31 @@ def _step(call: ToolCall, specs: dict[str, ToolSpec]) -> Step:
 def _status_context(request: HtmxHttpRequest, approval: Approval) -> dict[str, Any]:
     """What the page's live region shows: the decision so far."""
     call = selectors.held_call(approval)
+    specs = catalog()
+    spec = specs.get(approval.tool)
+    now = timezone.now()
     return {
         "approval": approval,
         "call": call,
-        "action": _action(approval, call, catalog()),
-        "reason_text": reason_text(approval.reason),
+        "action": _action(approval, call, specs),
+        "facts": facts.facts(spec, call.args, call.result) if call else [],
+        "consequence": consequence(approval.tool, spec),
+        "undo_tool": undo_tool(spec),
+        "reason_text": reason_text(approval.reason, spec),
+        "reason_label": reason_label(approval.reason, approval.get_reason_display(), spec),
+        "waited": waited(approval.created_at, now),
+        "time_left": _left(now, approval),
         "votes": selectors.votes_summary(approval=approval, user=request.user),
-        "now": timezone.now(),
+        "now": now,
     }
+
+
+def _left(now: datetime, approval: Approval) -> str:
+    """The time left to decide, "" once it is up."""
+    if approval.expires_at <= now:
+        return ""
+    left = waited(now, approval.expires_at)
+    return "under a minute" if left == "just now" else left
 
 
 @require_GET
@@ -152,7 +194,9 @@ def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
         held.problem = seen.args_problem
     ctx.update(
         held=held,
-        earlier=[_step(c, specs) for c in selectors.earlier_calls(call=call)] if call else [],
+        earlier=[_step(c, specs) for c in selectors.earlier_calls(call=call, run=approval.run)]
+        if call
+        else [],
         earlier_limit=selectors.EARLIER_LIMIT,
         duplicate=_step(duplicate, specs) if duplicate else None,
         # The args hash as this page shows it: the decision names it, and the service

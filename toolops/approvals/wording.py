@@ -1,13 +1,19 @@
 """A held call in plain words, for the reviewer who must say yes or no to it: "Charge
 199.00 for order ord-9" reads faster, and is misread less, than a JSON object. The args
-themselves are always shown next to it; this is a summary, never the record."""
+themselves are always shown next to it; this is a summary, never the record.
+
+Whether a call "cannot be undone" is decided here, from the catalog: a tool of kind
+`irreversible` that declares a compensation (a charge that only a refund undoes) is held
+for its effect, but it is not said to be beyond undoing."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Protocol
 
+from toolops.tools.spec import ToolSpec
 from traces.services import redact
 
 # A generic description names this many args, each value cut to VALUE_MAX characters.
@@ -21,6 +27,19 @@ REASONS = {
         "The same call, with the same args, was made in another run of this session: "
         "it may be a repeat."
     ),
+}
+
+
+# A call's status as a reviewer reads it; the stored word stays in the badge's tooltip.
+CALL_STATUS_WORDS = {
+    "succeeded": "done",
+    "degraded": "done in part",
+    "failed": "failed",
+    "unknown": "outcome unknown",
+    "skipped": "skipped",
+    "pending_approval": "waiting for approval",
+    "rejected": "rejected",
+    "in_progress": "in progress",
 }
 
 
@@ -78,6 +97,54 @@ def describe(call: HasToolAndArgs, schema: dict[str, Any] | None = None) -> str:
     return f"{call.tool} with {', '.join(named)}{more}"
 
 
-def reason_text(reason: str) -> str:
+def undo_tool(spec: ToolSpec | None) -> str:
+    """The tool that undoes a call of `spec`, "" when none is declared."""
+    return spec.compensation.tool if spec is not None and spec.compensation else ""
+
+
+def reason_text(reason: str, spec: ToolSpec | None = None) -> str:
     """Why the call waits for a person, as a sentence."""
+    undo = undo_tool(spec)
+    if reason == "irreversible" and undo:
+        return (
+            f"The tool acts at once on the outside world (only {undo} can undo it), so a "
+            "person approves each call."
+        )
     return REASONS.get(reason, reason)
+
+
+def reason_label(reason: str, label: str, spec: ToolSpec | None = None) -> str:
+    """The reason's badge: "cannot be undone" only for a tool with no undo."""
+    if reason == "irreversible" and undo_tool(spec):
+        return f"undone only by {undo_tool(spec)}"
+    return label
+
+
+def consequence(tool: str, spec: ToolSpec | None) -> str:
+    """What Approve does, and whether an undo exists and which, in one sentence."""
+    undo = undo_tool(spec)
+    runs = f"Approve runs {tool} now."
+    if undo:
+        return f"{runs} If the run is later abandoned, ToolOps undoes it with {undo}."
+    if spec is not None and spec.kind != "irreversible":
+        return f"{runs} ToolOps registers no undo for it."
+    return f"{runs} It cannot be undone."
+
+
+def waited(since: datetime, now: datetime) -> str:
+    """A wait as people say it: "just now", "2 min", "1 h 5 min", "3 days"."""
+    minutes = int(max(0.0, (now - since).total_seconds()) // 60)
+    if minutes < 1:
+        return "just now"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} days"
+
+
+def ago(since: datetime, now: datetime) -> str:
+    """ "just now", "3 min ago"."""
+    said = waited(since, now)
+    return said if said == "just now" else f"{said} ago"

@@ -17,6 +17,7 @@ from toolops.forms import SettleUnknownForm
 from toolops.models import ToolCall
 from toolops.permissions import can_settle_unknown, console_required, require_unknown_settler
 from toolops.tools.spec import ToolSpec
+from toolops.tools.wording import error_sentence
 from toolops.views.common import HtmxHttpRequest, catalog, page_context, pretty
 from traces.services import redact
 
@@ -30,6 +31,7 @@ class UnknownRow:
     # The tool that asks the downstream what became of the call; None: only a person can.
     query_tool: str | None
     in_catalog: bool
+    error_text: str = ""  # its error as a sentence naming the service
 
 
 def _query_tool(spec: ToolSpec | None) -> str | None:
@@ -49,7 +51,14 @@ def unknown_list(request: HtmxHttpRequest) -> HttpResponse:
         .order_by("created_at", "pk")[:UNKNOWN_LIMIT]
     )
     rows = [
-        UnknownRow(call, _query_tool(specs.get(call.tool)), in_catalog=call.tool in specs)
+        UnknownRow(
+            call,
+            _query_tool(specs.get(call.tool)),
+            in_catalog=call.tool in specs,
+            error_text=error_sentence(
+                call.error_message, tool=call.tool, spec=specs.get(call.tool)
+            ),
+        )
         for call in calls
     ]
     ctx = page_context(
@@ -110,6 +119,7 @@ def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         traced=[a for a in call.attempt_rows.all() if a.downstream_request_id],
         # Stored redacted; redacted again for rows older than that.
         args_json=pretty(redact(call.args, spec=spec)),
+        error_text=error_sentence(call.error_message, tool=call.tool, spec=spec),
         max_looks=RECONCILE_MAX_ATTEMPTS,
     )
     return render(request, "console/unknown_settle.html", ctx)

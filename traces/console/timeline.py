@@ -19,7 +19,9 @@ from django.utils import timezone
 
 from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
+from toolops.tools.facts import title as call_title
 from toolops.tools.spec import ToolSpec
+from toolops.tools.wording import error_sentence
 from traces.sensitive import redact
 
 from .axis import Axis, Span, clock, duration, stamp
@@ -93,6 +95,7 @@ class AttemptLane:
     started: str
     took_ms: str
     waited_ms: str
+    error_text: str = ""  # its error as a sentence naming the service
 
     @property
     def is_reconcile(self) -> bool:
@@ -135,6 +138,8 @@ class CallLane:
     is_stop: bool = False
     undoes: CallRef | None = None  # an undo call: the call it undoes
     undone_by: list[CallRef] = field(default_factory=list)
+    title: str = ""  # the catalog's one-line title, when the tool has a summary
+    error_text: str = ""  # its error as a sentence naming the service
 
     @property
     def anchor(self) -> str:
@@ -329,6 +334,7 @@ def _lane(
 ) -> CallLane:
     attempts: list[AttemptLane] = []
     looks = 0
+    spec = tools.get(call.tool)
     for attempt in call.attempt_list:  # type: ignore[attr-defined]
         begin = attempt.started_at
         if attempt.purpose == "reconcile":
@@ -344,6 +350,7 @@ def _lane(
             wait=axis.span(begin - waited, begin) if attempt.waited_ms > 0 else None,
             started=clock(begin), took_ms=f"{attempt.duration_ms:.1f}",
             waited_ms=f"{attempt.waited_ms:.1f}" if attempt.waited_ms > 0 else "",
+            error_text=error_sentence(attempt.error, tool=call.tool, spec=spec),
         )  # fmt: skip
         attempts.append(row)
     last_end = _ends(attempts[-1].attempt) if attempts else call.created_at
@@ -351,7 +358,6 @@ def _lane(
     end = call.finished_at or (axis.end if call.status in OPEN else max(last_end, call.created_at))
     # Stored redacted already; redacted again for showing, by the tool's own rules, in case
     # a row predates them.
-    spec = tools.get(call.tool)
     return CallLane(
         call=call, attempts=attempts, record=RecordFacts.of(record) if record else None,
         link=reverse("console:call", args=[call.call_id]), created=clock(call.created_at),
@@ -361,6 +367,8 @@ def _lane(
         waiting=axis.span(last_end, axis.end) if state == "waiting_retry" else None,
         args_json=pretty(redact(call.args, spec=spec)),
         result_json=pretty(redact(call.result, spec=spec, result=True)),
+        title=call_title(spec, call.args, call.result) if spec and spec.summary else "",
+        error_text=error_sentence(call.error_message, tool=call.tool, spec=spec),
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from tests.worker import Worker
 from toolops.models import Agent, Approval, ApprovalVote, ToolCall
 
 pytestmark = needs_chromium
-CHARGE = {"order_id": "ord-9", "amount": "199.00"}
+CHARGE = {"order_id": "ord-9", "amount": "199.00", "currency": "EUR", "customer": "cus_42"}
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_a_reviewer_sees_the_charge_arrive_approves_it_and_the_agent_gets_the_ou
         row = page.locator("table.approvals tbody tr", has_text=call["tool_call_id"])
         expect(row).to_be_visible(timeout=30_000)
         assert page.evaluate("window.__notReloaded") is True
-        expect(row).to_contain_text("Charge 199.00 for order ord-9")
+        expect(row).to_contain_text("Charge 199.00 EUR to customer cus_42 for order ord-9")
         page.screenshot(path=SHOTS / "approvals.png", full_page=True)
 
         # The approval's url (from the API) is the page the reviewer decides on.
@@ -140,7 +140,7 @@ def test_two_reviewers_racing_in_two_browsers_make_one_decision(
         log_in(raj, server.url, "raj", call["approval"]["url"])
         for page in (rita, raj):
             expect(page.get_by_role("button", name="Approve")).to_be_visible()
-        raj.get_by_label(re.compile("^Note")).fill("Not this customer's order.")
+        raj.get_by_label(re.compile("^Why reject")).fill("Not this customer's order.")
         # Both forms are on screen; both are submitted at once.
         rita.evaluate("document.querySelector('button[value=approve]').click()")
         raj.evaluate("document.querySelector('button[value=reject]').click()")

@@ -216,9 +216,12 @@ def test_it_shows_the_call_in_plain_words_with_ids_and_buttons(
     assert '<code class="run-id">r-118</code>' in page
     assert "Create an order for 1 × A12 at 199.00" in page
     assert "agent-a" in page
-    assert "cannot be undone" in page
+    # create_order declares cancel_order: held as "irreversible", it is not said to be
+    # beyond undoing.
+    assert "cannot be undone" not in page
+    assert "Approve runs create_order now." in page and "with cancel_order" in page
     assert "0 of 1 approval" in page
-    assert "left)" in page
+    assert "min left" in page
     assert 'name="decision" value="approve" class="primary approve">Approve</button>' in page
     assert 'name="decision" value="reject" class="reject">Reject</button>' in page
     assert f'name="args_hash" value="{approval.args_hash}"' in page
@@ -226,7 +229,7 @@ def test_it_shows_the_call_in_plain_words_with_ids_and_buttons(
     # The args, pretty: one field per line.
     assert "&quot;amount&quot;: &quot;199.00&quot;" in page
     # Earlier steps with their outcomes; a later one is not earlier.
-    earlier = page[page.index("Earlier steps") :]
+    earlier = page[page.index("Earlier in this conversation") :]
     assert earlier.index("tc-75") < earlier.index("tc-76")
     assert "&quot;in_stock&quot;: 4" in earlier
     assert "warehouse said no" in earlier
@@ -257,7 +260,7 @@ def test_it_shows_the_page_in_constant_queries(
         page = client.get(url(approval)).content.decode()
 
     assert "1 of 2 approvals: admin" in page
-    assert page.count('id="step-tc-') == count
+    assert page.count('class="earlier-step"') == count
 
 
 def test_it_shows_a_possible_duplicate_side_by_side(

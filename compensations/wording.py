@@ -1,0 +1,113 @@
+"""The support desk in a customer's words. A ticket is titled by what the customer lives
+with, not by the machinery: "Refund not made: charge 89.00 EUR to customer cus_42 for
+order ord_1 (cancelled run)", built from the undone call's catalog title (tools/facts.py)
+and the undo tool's name — never "undo refund". Statuses read as labels a person acts on
+("needs a person"); the words of the saga (compensation, dead_lettered, rounds) stay in
+the ticket's folded technical details."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compensations.models import Compensation, Ticket, TicketEvent
+from toolops.models import Run, ToolCall
+from toolops.tools import facts
+from toolops.tools.spec import ToolSpec
+
+CS = Compensation.Status
+
+STATUS_WORDS: dict[str, str] = {
+    CS.REGISTERED: "undo ready",
+    CS.DISCARDED: "not needed",
+    CS.PENDING: "retry queued",
+    CS.RUNNING: "retrying",
+    CS.SUCCEEDED: "made",
+    CS.DEAD_LETTERED: "needs a person",
+    CS.RESOLVED: "fixed by hand",
+}
+
+EVENT_WORDS: dict[str, str] = {
+    TicketEvent.Kind.OPENED: "opened",
+    TicketEvent.Kind.REOPENED: "reopened",
+    TicketEvent.Kind.ASSIGNED: "assigned",
+    TicketEvent.Kind.UNASSIGNED: "unassigned",
+    TicketEvent.Kind.RETRIED: "retry",
+    TicketEvent.Kind.SUCCEEDED: "made by a retry",
+    TicketEvent.Kind.DEAD_LETTERED: "failed again",
+    TicketEvent.Kind.RESOLVED: "fixed by hand",
+    TicketEvent.Kind.CLOSED: "closed",
+    TicketEvent.Kind.COMMENT: "comment",
+}
+
+RUN_WORDS: dict[str, str] = {
+    Run.Status.RUNNING: "running",
+    Run.Status.COMPLETED: "completed",
+    Run.Status.ABORTING: "being cancelled",
+    Run.Status.ABORTED: "cancelled",
+    Run.Status.COMPENSATION_FAILED: "cancelled, not all put back",
+    Run.Status.BUDGET_EXHAUSTED: "out of budget",
+}
+
+# The events that close a ticket, and how the closing line says it.
+CLOSING: dict[str, str] = {
+    TicketEvent.Kind.RESOLVED: "fixed by hand",
+    TicketEvent.Kind.SUCCEEDED: "a retry made it",
+    TicketEvent.Kind.CLOSED: "nothing left to undo",
+}
+
+# A run in one of these was given up on: the undo was meant to put things back.
+CANCELLED = (Run.Status.ABORTING, Run.Status.ABORTED, Run.Status.COMPENSATION_FAILED)
+
+
+def status_words(status: str) -> str:
+    """A compensation's status as a label: "dead_lettered" → "needs a person"."""
+    return STATUS_WORDS.get(status, status.replace("_", " "))
+
+
+def run_words(status: str) -> str:
+    """A run's status as a label: "compensation_failed" → "cancelled, not all put back"."""
+    return RUN_WORDS.get(status, status.replace("_", " "))
+
+
+def event_words(kind: str) -> str:
+    return EVENT_WORDS.get(kind, kind.replace("_", " "))
+
+
+def tool_words(tool: str) -> str:
+    """ "cancel_order" → "Cancel order"."""
+    return tool.replace("_", " ").replace("-", " ").capitalize()
+
+
+def call_words(call: ToolCall, spec: ToolSpec | None) -> str:
+    """The undone call as a phrase to follow a colon: its catalog title, first letter low."""
+    said = facts.title(spec, call.args, call.result, tool=call.tool) if spec else ""
+    if not said or said == call.tool:
+        return f"{call.tool} ({call.tool_call_id})"
+    return said[0].lower() + said[1:]
+
+
+def ticket_title(ticket: Ticket, *, undone: ToolCall, spec: ToolSpec | None) -> str:
+    """What the customer lives with, in one line (see the module docstring)."""
+    undo = tool_words(ticket.tool)
+    status = ticket.compensation.status
+    what = call_words(undone, spec)
+    if status == CS.RESOLVED:
+        return f"{undo} fixed by hand: {what}"
+    if status == CS.SUCCEEDED:
+        return f"{undo} made after a retry: {what}"
+    if ticket.status == Ticket.Status.CLOSED:
+        return f"{undo} no longer needed: {what}"
+    cancelled = " (cancelled run)" if ticket.run.status in CANCELLED else ""
+    if ticket.reason == Ticket.Reason.UNMAPPABLE:
+        return f"{undo} could not be sent: {what}{cancelled}"
+    return f"{undo} not made: {what}{cancelled}"
+
+
+def closing(events: list[Any]) -> tuple[Any, str] | None:
+    """The event that closed the ticket and how it closed, or None (still open)."""
+    for event in reversed(events):
+        if event.kind in CLOSING:
+            return event, CLOSING[event.kind]
+        if event.kind in (TicketEvent.Kind.OPENED, TicketEvent.Kind.REOPENED):
+            return None
+    return None
