@@ -154,8 +154,10 @@ def _exact_calls(q: str) -> list[Group]:
 def _what_key(key: SearchKey, text: str) -> str:
     """How a key match reads: the value is shown back only when it is neither an e-mail
     nor under a field named as sensitive; either is "matched privately"."""
+    if is_email(text):
+        return f"e-mail (matched privately) in call {key.call.tool}"
     name = label(key.field).lower()
-    if is_email(text) or SENSITIVE_KEY.search(key.field):
+    if SENSITIVE_KEY.search(key.field):
         return f"{name} (matched privately) in call {key.call.tool}"
     return f"{name} {text} in call {key.call.tool}"
 
