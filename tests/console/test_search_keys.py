@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from django.core.management import call_command
@@ -17,7 +18,10 @@ from rest_framework.test import APIClient
 
 from tests.conftest import Shop, write_catalog
 from tests.toolops.executor.helpers import allow_without_approval, call_ok, start_run
+from toolops.approvals.models import Approval
+from toolops.approvals.services import approval_decide
 from toolops.models import Run, ToolCall
+from toolops.tasks import execute_approved_call
 from toolops.tools import registry
 from traces.models import SearchKey
 
@@ -38,8 +42,8 @@ def buy(api: APIClient, shop: Shop) -> Callable[..., dict[str, Any]]:
         order = call_ok(api, run_id=run_id, step_index=0, tool="create_order",
                         args={**ORDER, "email": email})  # fmt: skip
         order_id = order["result"]["order_id"]
-        charge = call_ok(api, run_id=run_id, step_index=1, tool="charge",
-                         args={"order_id": order_id, "amount": "89.00", "email": email})  # fmt: skip
+        args = {"order_id": order_id, "amount": "89.00", "email": email}
+        charge = call_ok(api, run_id=run_id, step_index=1, tool="charge", args=args)
         assert charge["status"] == "succeeded", charge
         return {"create_order": order["result"], "charge": charge["result"]}
 
@@ -110,9 +114,7 @@ def test_the_index_goes_with_its_run(buy: Callable[..., dict[str, Any]]) -> None
     assert SearchKey.objects.count() == kept > 0
 
 
-def test_a_tool_without_searchable_fields_writes_no_index_row(
-    api: APIClient, shop: Shop
-) -> None:
+def test_a_tool_without_searchable_fields_writes_no_index_row(api: APIClient, shop: Shop) -> None:
     start_run(api)
     call_ok(api, step_index=0, tool="reserve_stock", args={"sku": "A12", "qty": 1})
 
@@ -175,3 +177,32 @@ def test_a_new_search_key_finds_nothing_until_the_index_is_rebuilt(
     assert "Nothing found for" in before.content.decode()
     assert after["Location"].startswith(f"/console/runs/{run.pk}/#call-")
     assert "of 2 calls" in out.getvalue()
+
+
+def test_a_charge_waiting_for_a_reviewer_is_found_by_the_customers_email_and_then_its_charge_id(
+    reviewer_client: Client, reviewer: Any, api: APIClient, shop: Shop
+) -> None:
+    allow_without_approval("create_order")
+    start_run(api, run_id="r-held")
+    order = call_ok(api, run_id="r-held", step_index=0, tool="create_order", args=ORDER)
+    response = api.post("/api/v1/runs/r-held/calls", {
+        "step_index": 1, "tool": "charge",
+        "args": {"order_id": order["result"]["order_id"], "amount": "89.00", "email": EMAIL},
+    }, format="json")  # fmt: skip
+    assert response.json()["status"] == "pending_approval", response.content
+    held = ToolCall.objects.get(run__run_id="r-held", tool="charge")
+    at_the_charge = f"/console/runs/{held.run_id}/#call-{held.call_id}"
+
+    found = reviewer_client.get("/console/search/", {"q": EMAIL})
+    assert found["Location"] == at_the_charge
+
+    approval = Approval.objects.get(call=held)
+    with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
+        approval_decide(approval=approval, by=reviewer, approve=True, note="",
+                        args_hash=approval.args_hash)  # fmt: skip
+    assert execute_approved_call(approval.pk) == "succeeded"
+    charge_id = ToolCall.objects.get(pk=held.pk).result["charge_id"]
+
+    # Recorded: its result's charge id joins the e-mail, which is not written twice.
+    assert reviewer_client.get("/console/search/", {"q": charge_id})["Location"] == at_the_charge
+    assert SearchKey.objects.filter(call=held, field="email").count() == 1

@@ -13,6 +13,7 @@ appears in 37 runs" — with the most recent of them, never a redirect to one of
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from traces.sensitive import SENSITIVE_KEY
 LIMIT = 50  # runs listed per kind of match; more are counted, or noted
 MAX_QUERY = 256  # as the index: longer values are not indexed (traces/search.py)
 MIN_PART = 3  # shorter parts of a run id would match most runs, and no trigram
+KEY_RE = re.compile(r"^[0-9a-f]{64}\Z")  # an idempotency key: SHA-256 in hex (executor/keys.py)
 RUN_FIELDS = ("run_id", "status", "created_at", "agent__name")
 
 
@@ -127,7 +129,11 @@ def _call_field(call: ToolCall, q: str) -> str:
 def _exact_calls(q: str) -> list[Group]:
     """Calls whose tool_call_id, call_id or idempotency key is `q`: a tool_call_id such as
     "tc-1" is in every run, so the runs are counted and only the most recent listed."""
-    named = Q(tool_call_id=q) | Q(call_id=q) | Q(idempotency_key=q)
+    named = Q(tool_call_id=q) | Q(call_id=q)
+    if KEY_RE.match(q):
+        # Unindexed on the call table (docs/performance.md): looked up only for a query
+        # that can be a key, never for every search.
+        named |= Q(idempotency_key=q)
     calls = (
         ToolCall.objects.filter(named)
         .select_related("run__agent")
