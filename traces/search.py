@@ -2,13 +2,13 @@
 customer's e-mail) finds the run that used it, though the value is stored nowhere plain.
 
 A catalog tool names its `searchable` fields (tools/spec.py); when a call's result is
-recorded, each such field's value — from the full args first, then the full result, as
-tools/facts.py reads them, before redaction — is normalized and kept only as an
-HMAC-SHA256 under the search key (SearchKey rows, written by the executor's record
-statement). A search computes the same HMAC of the query. The key is TOOLOPS_SEARCH_KEY,
-or, unset, one derived from SECRET_KEY under a label of its own: rotating either makes
-the rows written before unfindable until `manage.py reindex_search` writes them again
-(docs/search.md)."""
+recorded (and, for a call held for a reviewer, when it is held), each such field's value —
+from the full args first, then the full result, as tools/facts.py reads them, before
+redaction — is normalized and kept only as an HMAC-SHA256 under the search key (SearchKey
+rows, written by the executor's record statement). A search computes the same HMAC of
+the query. The key is TOOLOPS_SEARCH_KEY, or, unset, one derived from SECRET_KEY under a
+label of its own: rotating either makes the rows written before unfindable until
+`manage.py reindex_search` writes them again (docs/search.md)."""
 
 from __future__ import annotations
 
