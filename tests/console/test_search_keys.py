@@ -206,3 +206,45 @@ def test_a_charge_waiting_for_a_reviewer_is_found_by_the_customers_email_and_the
     # Recorded: its result's charge id joins the e-mail, which is not written twice.
     assert reviewer_client.get("/console/search/", {"q": charge_id})["Location"] == at_the_charge
     assert SearchKey.objects.filter(call=held, field="email").count() == 1
+
+
+LOOK_UP = """
+[[tool]]
+name = "look_up_order"
+kind = "read"
+url = "{shop}/orders/lookup"
+timeout_s = 2.0
+max_attempts = 1
+searchable = ["order_id", "sku"]
+params_schema = { type = "object", properties = { order_id = { type = "string" } } }
+"""
+
+
+def test_a_reads_searchable_values_are_written_with_the_read(
+    reviewer_client: Client, api: APIClient, shop: Shop, settings: Any
+) -> None:
+    # A read's call row is inserted with its result: the index rows ride in that statement.
+    catalog = write_catalog(shop.url, LOOK_UP.replace("{shop}", shop.url))
+    settings.TOOLOPS_TOOLS_FILE = str(catalog)
+    registry.reset()
+    allow_without_approval("create_order")
+    start_run(api, run_id="r-order")
+    order_id = call_ok(api, run_id="r-order", step_index=0, tool="create_order",
+                       args=ORDER)["result"]["order_id"]  # fmt: skip
+    start_run(api, run_id="r-look")
+    try:
+        looked = call_ok(api, run_id="r-look", step_index=0, tool="look_up_order",
+                         args={"order_id": order_id})  # fmt: skip
+    finally:
+        catalog.unlink()
+    assert looked["status"] == "succeeded", looked
+
+    page = reviewer_client.get("/console/search/", {"q": order_id}).content.decode()
+
+    assert "A business key in 2 runs" in page
+    assert f"order id {order_id} in call look_up_order" in page
+    assert f"order id {order_id} in call create_order" in page
+    # The sku is the result's: found too, in the read only.
+    assert reviewer_client.get("/console/search/", {"q": "A12"})["Location"].startswith(
+        f"/console/runs/{ToolCall.objects.get(tool='look_up_order').run_id}/#call-"
+    )
