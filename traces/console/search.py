@@ -7,7 +7,8 @@ In this order, each kind of match listed apart, the most recent runs first:
    e-mail), by the HMAC of the query in the search index (traces/search.py): nothing is
    compared in plain;
 3. part of a run_id: runs whose id starts with the query, then those that contain it
-   (a trigram index on PostgreSQL, migration traces 0006; a scan on SQLite).
+   (a B-tree in pattern order and a trigram index on PostgreSQL, migration traces 0006; a
+   scan on SQLite).
 An id that many runs share (every run has a "tc-1") is one line — "tool_call_id tc-1
 appears in 37 runs" — with the most recent of them, never a redirect to one of them."""
 
@@ -17,7 +18,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Count, Q, QuerySet
 
 from toolops.models import Run, ToolCall
 from toolops.tools.facts import label
@@ -202,24 +203,19 @@ def _index(q: str) -> list[Group]:
 
 
 def _run_id_parts(q: str, shown: set[int]) -> list[Group]:
-    prefix_first = Case(When(run_id__startswith=q, then=Value(0)), default=Value(1),
-                        output_field=IntegerField())  # fmt: skip
-    runs = list(
-        _runs()
-        .filter(run_id__contains=q)
-        .exclude(run_id=q)
-        .exclude(pk__in=shown)
-        .annotate(prefix=prefix_first)
-        .order_by("prefix", "-created_at", "-pk")[: LIMIT + 1]
-    )
-    if not runs:
+    """Runs whose id starts with `q`, then those that contain it: two queries, each of
+    which PostgreSQL answers from an index (migration traces 0006) — the second only when
+    the first leaves room on the page, for a part most run ids share ("demo-") would read
+    the whole table to find none that are not prefixes."""
+    runs = _runs().exclude(run_id=q).exclude(pk__in=shown)
+    found = [(r, "run_id starts with it") for r in runs.filter(run_id__startswith=q)[: LIMIT + 1]]
+    if len(found) <= LIMIT:
+        inside = runs.filter(run_id__contains=q).exclude(run_id__startswith=q)
+        found += [(r, "run_id contains it") for r in inside[: LIMIT + 1 - len(found)]]
+    if not found:
         return []
-    matches = [
-        Match(r, "run_id starts with it" if r.prefix == 0 else "run_id contains it")
-        for r in runs[:LIMIT]
-    ]
-    title = f"Run ids with {q} in them"
-    return [Group(title, matches, more=-1 if len(runs) > LIMIT else 0)]
+    matches = [Match(run, what) for run, what in found[:LIMIT]]
+    return [Group(f"Run ids with {q} in them", matches, more=-1 if len(found) > LIMIT else 0)]
 
 
 def run_search(q: str) -> Results:
