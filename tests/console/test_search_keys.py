@@ -248,3 +248,17 @@ def test_a_reads_searchable_values_are_written_with_the_read(
     assert reviewer_client.get("/console/search/", {"q": "A12"})["Location"].startswith(
         f"/console/runs/{ToolCall.objects.get(tool='look_up_order').run_id}/#call-"
     )
+
+
+def test_an_email_in_more_runs_than_a_page_lists_the_latest_and_counts_the_rest(
+    reviewer_client: Client, buy: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("traces.console.search.LIMIT", 2)
+    for n in range(3):
+        buy(f"r-{n}")
+
+    page = reviewer_client.get("/console/search/", {"q": EMAIL}).content.decode()
+
+    assert "An e-mail address in 3 runs, the most recent:" in page
+    assert [n for n in range(3) if f"<code>r-{n}</code>" in page] == [1, 2]
+    assert "and 1 more run;" in page

@@ -30,7 +30,7 @@ LIMIT = 50  # runs listed per kind of match; more are counted, or noted
 MAX_QUERY = 256  # as the index: longer values are not indexed (traces/search.py)
 MIN_PART = 3  # shorter parts of a run id would match most runs, and no trigram
 KEY_RE = re.compile(r"^[0-9a-f]{64}\Z")  # an idempotency key: SHA-256 in hex (executor/keys.py)
-RUN_FIELDS = ("run_id", "status", "created_at", "agent__name")
+RUN_FIELDS = ("run_id", "trace_id", "status", "created_at", "agent__name")
 
 
 class BadQuery(ValueError):
@@ -103,21 +103,17 @@ def _plural(n: int) -> str:
 
 
 def _exact_runs(q: str) -> list[Group]:
+    """Runs whose run_id or trace_id is `q` (a run_id is unique per agent only, and one
+    trace may hold several runs)."""
     groups = []
     found = list(_runs().filter(Q(run_id=q) | Q(trace_id=q))[: LIMIT + 1])
-    for name, attr in (("run_id", "run_id"), ("trace_id", "trace_id")):
-        runs = [r for r in found if getattr(r, attr) == q]
-        if runs:
-            more = len(runs) - LIMIT if len(runs) > LIMIT else 0
-            title = f"{name} {q}" + (f" names {_plural(len(runs))}" if len(runs) > 1 else "")
-            groups.append(
-                Group(
-                    title,
-                    [Match(r, name) for r in runs[:LIMIT]],
-                    more=-1 if more else 0,
-                    exact=True,
-                )  # fmt: skip
-            )
+    for name in ("run_id", "trace_id"):
+        runs = [r for r in found if getattr(r, name) == q]
+        if not runs:
+            continue
+        title = f"{name} {q}" + (f" names {_plural(len(runs))}" if len(runs) > 1 else "")
+        matches = [Match(r, name) for r in runs[:LIMIT]]
+        groups.append(Group(title, matches, more=-1 if len(runs) > LIMIT else 0, exact=True))
     return groups
 
 
@@ -141,15 +137,16 @@ def _exact_calls(q: str) -> list[Group]:
         .only("call_id", "tool_call_id", "tool", "created_at", *(f"run__{f}" for f in RUN_FIELDS))
         .order_by("-run__created_at", "-run_id", "-created_at")
     )
+    fetched = list(calls[: LIMIT * 2])
     matches: dict[int, Match] = {}
-    for call in calls[: LIMIT * 2]:
+    for call in fetched:
         if call.run_id not in matches and len(matches) < LIMIT:
-            matches[call.run_id] = Match(call.run, f"{_call_field(call, q)} of call {call.tool}",
-                                         call)  # fmt: skip
+            what = f"{_call_field(call, q)} of call {call.tool}"
+            matches[call.run_id] = Match(call.run, what, call)
     if not matches:
         return []
     total = len(matches)
-    if total == LIMIT:
+    if total == LIMIT or len(fetched) == LIMIT * 2:  # there may be more: count them
         total = ToolCall.objects.filter(named).aggregate(n=Count("run_id", distinct=True))["n"]
     fields = sorted({_call_field(m.call, q) for m in matches.values() if m.call})
     title = f"{' or '.join(fields)} {q}"
@@ -183,17 +180,19 @@ def _index(q: str) -> list[Group]:
             "call__created_at",
             "call__run_id",
             *(f"run__{f}" for f in RUN_FIELDS),
-        )  # fmt: skip
+        )
         .order_by("-run__created_at", "-run_id", "-call__created_at")
     )
+    # A value is in a few calls of a run (an order id: the order, the charge, the undo).
+    fetched = list(keys[: LIMIT * 4])
     matches: dict[int, Match] = {}
-    for key in keys[: LIMIT * 4]:
+    for key in fetched:
         if key.run_id not in matches and len(matches) < LIMIT:
             matches[key.run_id] = Match(key.run, _what_key(key, text), key.call)
     if not matches:
         return []
     total = len(matches)
-    if total == LIMIT:
+    if total == LIMIT or len(fetched) == LIMIT * 4:  # there may be more: count them
         total = SearchKey.objects.filter(digest=digest(text)).aggregate(
             n=Count("run_id", distinct=True)
         )["n"]
