@@ -397,3 +397,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.getenv("TOOLOPS_LOG_LEVEL", "WARNING")},
 }
+
+# The console search finds a run by its calls' searchable values (an order id, an e-mail),
+# stored only as an HMAC under this key (traces/search.py); unset, a key derived from
+# SECRET_KEY under a label of its own. Changing either leaves the rows written before
+# unfindable until `manage.py reindex_search` (docs/search.md).
+TOOLOPS_SEARCH_KEY = os.getenv("TOOLOPS_SEARCH_KEY", "")

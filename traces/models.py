@@ -1,5 +1,6 @@
 """What traces/ keeps besides the call and attempt rows (which are the stored spans):
-the sealed full args, the audit of who read them, and replay counts for the metrics."""
+the sealed full args, the audit of who read them, replay counts for the metrics, and the
+search index of business keys (by HMAC)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,29 @@ class ReplayCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} {self.minute:%H:%M}: {self.count}"
+
+
+class SearchKey(models.Model):
+    """One value a catalog tool marks `searchable` (an order id, a charge id, a customer's
+    e-mail) in one call's args or result, kept only as its HMAC (traces/search.py): the
+    console search finds the run by a value a person has, and nobody can read the value
+    back from this table. Written with the call's result, in the same statement; gone with
+    the call or its run (the retention purge deletes runs through Django's cascade)."""
+
+    run = models.ForeignKey("toolops.Run", on_delete=models.CASCADE, related_name="+")
+    # Indexed by the unique constraint, whose leading column it is.
+    call = models.ForeignKey(
+        "toolops.ToolCall", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    field = models.CharField(max_length=128, help_text="The catalog's path, e.g. order_id.")
+    digest = models.CharField(max_length=64, help_text="HMAC-SHA256 of the normalized value.")
+
+    class Meta:
+        constraints = [
+            # A call recorded again (an unknown outcome settled later) adds nothing twice.
+            models.UniqueConstraint(fields=["call", "field", "digest"], name="search_key_unique")
+        ]
+        indexes = [models.Index(fields=["digest"], name="search_key_digest")]
+
+    def __str__(self) -> str:
+        return f"{self.field} of call #{self.call_id}"

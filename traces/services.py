@@ -25,6 +25,10 @@ from .metrics import replay_noted  # noqa: F401
 
 # Spans: the stored rows exported through OpenTelemetry (spans.py, otel.py).
 from .otel import exporting as spans_exporting  # noqa: F401
+
+# The search index (search.py): the HMACs of a call's searchable values, written by the
+# executor with the call's result.
+from .search import search_keys, search_keys_save  # noqa: F401
 from .sensitive import redact  # noqa: F401
 from .spans import (  # noqa: F401
     attempts_export,

@@ -80,6 +80,9 @@ def hold(
                 call, lease_s=need.ttl_s + HOLD_LEASE_MARGIN_S, ttl_s=claims.ttl_s()
             ):
                 raise _LostClaim
+            # Its searchable args find it while it waits (an e-mail a reviewer is given);
+            # its result's values join them when it is recorded (record.py).
+            traces.search_keys_save(traces.search_keys(call, spec))
             # The call is accepted: its tokens count now, once.
             charge_run(run, attempts=0, tokens=request.tokens)
     except _LostClaim:

@@ -36,6 +36,9 @@ def record(execution: Execution, *, insert: bool) -> bool:
     fence = None if execution.fence is None else (-1 if execution.lost_claim else execution.fence)
     undo = register.compensation_for(execution)
     also = [undo] if undo is not None and not undo.problem else []
+    # The call's searchable values, by HMAC (traces/search.py): a tool without searchable
+    # fields has none, and its record costs nothing more.
+    keys = traces.search_keys(call, execution.spec) if execution.spec.searchable else []
     # Counters live on the run row only for limited runs; the result's own statement
     # settles them (budget.py).
     charge = None
@@ -49,11 +52,17 @@ def record(execution: Execution, *, insert: bool) -> bool:
     # transaction: a rare path, where statements do not count.
     with transaction.atomic() if undo is not None and undo.problem else nullcontext():
         if insert:
-            store.insert_with_attempts(call, execution.rows, charge=charge)
+            store.insert_with_attempts(call, execution.rows, charge=charge, keys=keys)
             recorded = True
         else:
             recorded = store.record_result(
-                call, execution.rows, fence=fence, fields=RESULT_FIELDS, also=also, charge=charge
+                call,
+                execution.rows,
+                fence=fence,
+                fields=RESULT_FIELDS,
+                also=also,
+                charge=charge,
+                keys=keys,
             )
         if recorded and undo is not None and undo.problem:
             register.save_unmappable(compensation=undo)

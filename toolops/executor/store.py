@@ -4,7 +4,8 @@ each in as few round trips as the database allows.
 A call whose args had something redacted brings its sealed full args (traces.services
 `sealed_row`): on PostgreSQL written by the same statement, as one more CTE, so sensitive
 args cost no extra round trip; elsewhere one more INSERT in the same transaction. Args with
-nothing sensitive cost nothing at all.
+nothing sensitive cost nothing at all. A tool's searchable values (traces/search.py) land
+the same way with the result: a CTE on PostgreSQL, an INSERT elsewhere, nothing without.
 
 On PostgreSQL each is ONE statement (data-modifying CTEs), so it runs in autocommit:
 atomic without a BEGIN and COMMIT of its own. That is 2 round trips a write call instead
@@ -57,6 +58,27 @@ def _vault_cte(objs: Sequence[Model], guard: str = "") -> tuple[str, list[object
         "ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at)"
     )
     return sql, params
+
+
+def _keys_cte(keys: Sequence[Model], *, call_from: str = "") -> Sql:
+    """`keys AS (INSERT …)` for a call's search index rows (traces/search.py). With
+    `call_from`, the CTE that inserts the call, whose id the rows take."""
+    table = connection.ops.quote_name(keys[0]._meta.db_table)
+    if call_from:
+        fields = rows.insert_fields(type(keys[0]), skip=("call",))
+        values, params = rows.values_sql(keys, fields, typed=True, related_saved=False)
+        return (
+            f"keys AS (INSERT INTO {table} (call_id, {rows.columns(fields)}) "
+            f"SELECT {call_from}.id, v.* FROM {call_from} CROSS JOIN (VALUES {values}) AS v)"
+        ), params
+    fields = rows.insert_fields(type(keys[0]))
+    values, params = rows.values_sql(keys, fields, typed=True)
+    # Only with the result, and a call recorded again (settled later) adds nothing twice.
+    return (
+        f"keys AS (INSERT INTO {table} ({rows.columns(fields)}) "
+        f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM upd) "
+        "ON CONFLICT DO NOTHING)"
+    ), params
 
 
 def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
@@ -131,14 +153,16 @@ def record_result(
     fields: Sequence[str],
     also: Sequence[Model] = (),
     charge: Sql | None = None,
+    keys: Sequence[Model] = (),
 ) -> bool:
     """Write a claimed call's result and its attempts. The result lands only while our
     fence holds the claim (False otherwise); the attempts happened, so they land anyway.
     `also`: rows (of one model) that land with the result, and only with it — the
     compensation a successful write registers. `charge`: the run's usage (budget.py),
-    counted whether the result lands or not: the attempts were made."""
+    counted whether the result lands or not: the attempts were made. `keys`: the call's
+    search index rows, which land with the result too (none: no CTE, no statement)."""
     if not _cte_ready():
-        return _record_result_statements(call, attempts, fence, fields, also, charge)
+        return _record_result_statements(call, attempts, fence, fields, also, charge, keys)
     ctes: list[str] = []
     params: list[object] = []
     guard = ""
@@ -171,6 +195,10 @@ def record_result(
         if vault:
             ctes.append(vault)
             params += more
+    if keys:
+        sql, more = _keys_cte(keys)
+        ctes.append(sql)
+        params += more
     if charge is not None:
         ctes.append(f"usage AS ({charge[0]})")
         params += charge[1]
@@ -186,6 +214,7 @@ def _record_result_statements(
     fields: Sequence[str],
     also: Sequence[Model],
     charge: Sql | None,
+    keys: Sequence[Model],
 ) -> bool:
     """`record_result` without CTEs (SQLite): one statement each, in one transaction."""
     with transaction.atomic():
@@ -195,6 +224,7 @@ def _record_result_statements(
             rows.insert(also)
             for obj in also:
                 traces.sealed_save(obj)
+            traces.search_keys_save(keys)
         rows.insert(attempts)
         if charge is not None:
             with connection.cursor() as cursor:
@@ -203,14 +233,20 @@ def _record_result_statements(
 
 
 def insert_with_attempts(
-    call: ToolCall, attempts: Sequence[Attempt], *, charge: Sql | None = None
+    call: ToolCall,
+    attempts: Sequence[Attempt],
+    *,
+    charge: Sql | None = None,
+    keys: Sequence[Model] = (),
 ) -> None:
-    """Insert a finished read call and its attempts (and `charge` the run's usage).
-    Raises IntegrityError when the run already has a call with this tool_call_id."""
+    """Insert a finished read call and its attempts (and `charge` the run's usage, and
+    `keys` its search index rows). Raises IntegrityError when the run already has a call
+    with this tool_call_id."""
     if not _cte_ready() or not attempts:
         with transaction.atomic():
             rows.insert([call])
             traces.sealed_save(call)
+            traces.search_keys_save(keys)
             rows.insert(attempts)
             if charge is not None:
                 with connection.cursor() as cursor:
@@ -223,16 +259,17 @@ def insert_with_attempts(
     values, more = rows.values_sql(attempts, attempt_fields, typed=True, related_saved=False)
     vault, vault_params = _vault_cte([call])
     usage, usage_params = (f", usage AS ({charge[0]})", charge[1]) if charge else ("", [])
+    index, index_params = _keys_cte(keys, call_from="c") if keys else ("", [])
     sql = (
         f"WITH c AS (INSERT INTO {CALL_TABLE} ({rows.columns(call_fields)}) VALUES {call_values} "
         "RETURNING id), "
         f"ins AS (INSERT INTO {ATTEMPT_TABLE} (call_id, {rows.columns(attempt_fields)}) "
         f"SELECT c.id, v.* FROM c CROSS JOIN (VALUES {values}) AS v)"
-        f"{', ' + vault if vault else ''}{usage} "
+        f"{', ' + vault if vault else ''}{usage}{', ' + index if index else ''} "
         "SELECT id FROM c"
     )
     with _savepoint_if_nested(), connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *more, *vault_params, *usage_params])
+        cursor.execute(sql, [*params, *more, *vault_params, *usage_params, *index_params])
         rows.mark_saved(call, cursor.fetchone()[0])
 
 

@@ -3,14 +3,11 @@ its timeline (traces/views/timeline.py)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from toolops import services
@@ -19,6 +16,7 @@ from toolops.models import Run, ToolCall
 from toolops.permissions import console_required, require_run_aborter
 from toolops.summary import run_summary
 from toolops.views.common import HtmxHttpRequest, first_sentence, page_context
+from traces.console import search as run_search
 from traces.console.timeline import call_page_url
 
 RUNS_PER_PAGE = 50
@@ -107,28 +105,23 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @console_required
 def search(request: HtmxHttpRequest) -> HttpResponse:
-    """`/console/search/?q=ID` (API.md): the run an id names, by its run_id, trace_id, or
-    one of its calls' tool_call_id, call_id or idempotency key. One run → its page;
-    several (ids are unique per agent, not across agents) or none → the filtered list."""
-    q = request.GET.get("q", "").strip()[:128]
-    if not q:
+    """`/console/search/?q=` (API.md): runs found by an exact id, by a business key or an
+    e-mail (by HMAC, traces/search.py), or by a part of a run id (traces/console/search.py).
+    One run found → its page, at the call the query names; otherwise the results page."""
+    raw = request.GET.get("q", "")
+    if not raw.strip():
+        messages.info(request, "Type a run id, an order id or an e-mail to search.")
         return redirect("console:runs")
-    found = list(Run.objects.filter(_run_search(q, exact=True)).values_list("pk", flat=True)[:2])
-    if len(found) == 1:
-        return redirect(_landing(found[0], q))
-    if not found:
-        messages.info(request, f"No run has the id {q!r}; runs whose ids start with it are listed.")
-    return redirect(f"{reverse('console:runs')}?{urlencode({'q': q})}")
-
-
-def _landing(run_pk: int, q: str) -> str:
-    """The run's page; at the call `q` names, when it names one of the run's calls."""
-    call = (
-        ToolCall.objects.filter(run_id=run_pk)
-        .filter(Q(tool_call_id=q) | Q(call_id=q) | Q(idempotency_key=q))
-        .only("run_id", "call_id", "created_at")
-        .first()
-    )
-    if call is None:
-        return reverse("console:run-detail", args=[run_pk])
-    return call_page_url(call)
+    try:
+        q = run_search.checked(raw)
+    except run_search.BadQuery as exc:
+        ctx = page_context(request, "runs", query=raw[:80], problem=str(exc), results=None)
+        return render(request, "console/search.html", ctx, status=400)
+    results = run_search.run_search(q)
+    one = results.single()
+    if one is not None:
+        if one.call is None:
+            return redirect("console:run-detail", pk=one.run.pk)
+        return redirect(call_page_url(one.call))
+    ctx = page_context(request, "runs", query=q, results=results)
+    return render(request, "console/search.html", ctx)
