@@ -84,7 +84,8 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = _get_run_for_console(pk)
     form = AbortRunForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Not aborted: {form.errors['reason'][0]}")
+        problems = "; ".join(str(errors[0]) for errors in form.errors.values())
+        messages.error(request, f"Not aborted: {problems}.")
         return redirect("console:run-detail", pk=run.pk)
     try:
         run = services.run_abort_audited(
