@@ -13,11 +13,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from compensations.models import Compensation
 from toolops import services
 from toolops.forms import AbortRunForm, RunFilterForm
 from toolops.models import Run, ToolCall
 from toolops.permissions import console_required, require_run_aborter
-from toolops.summary import run_summary
+from toolops.summary import ABORT_STATES, abort_text, run_summary
 from toolops.views.common import HtmxHttpRequest, first_sentence, page_context
 from traces.console.timeline import call_page_url
 
@@ -53,7 +54,13 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
                 .only(*SUMMARY_FIELDS)
                 .order_by("created_at", "pk"),
                 to_attr="summary_calls",
-            )
+            ),
+            # What an aborted run's summary says was undone (or not).
+            Prefetch(
+                "compensations",
+                queryset=Compensation.objects.only("run_id", "tool", "status").order_by("-pk"),
+                to_attr="summary_undo",
+            ),
         )
         .order_by("-created_at", "-pk")
     )
@@ -66,9 +73,17 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)
     for run in page.object_list:
-        run.summary_head = first_sentence(run_summary(run.summary_calls))
+        run.summary_head = _summary_head(run)
     ctx = page_context(request, "runs", form=form, filters=filters, page=page)
     return render(request, "console/runs.html", ctx)
+
+
+def _summary_head(run: Run) -> str:
+    """The list's one sentence: an aborted run's says it was aborted and what was undone."""
+    if run.status in ABORT_STATES:
+        undo = [(c.tool, c.status) for c in run.summary_undo]
+        return abort_text(status=run.status, calls=run.summary_calls, undo=undo)
+    return first_sentence(run_summary(run.summary_calls))
 
 
 def _get_run_for_console(pk: int) -> Run:
