@@ -54,7 +54,9 @@ def test_an_operator_aborts_with_a_reason_and_it_is_audited(
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = logged_in(operator).post(
-            f"/console/runs/{run.pk}/abort/", {"reason": "customer called to cancel", "confirm": "on"}, follow=True
+            f"/console/runs/{run.pk}/abort/",
+            {"reason": "customer called to cancel", "confirm": "on"},
+            follow=True,
         )
 
     assert "the worker is undoing its calls" in response.content.decode()

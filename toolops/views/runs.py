@@ -11,11 +11,13 @@ from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from compensations.models import Compensation
 from toolops import services
 from toolops.forms import AbortRunForm, RunFilterForm
+from toolops.idle import idle_text
 from toolops.models import Run, ToolCall
 from toolops.permissions import console_required, require_run_aborter
 from toolops.summary import ABORT_STATES, abort_text, run_summary
@@ -24,7 +26,8 @@ from traces.console.timeline import call_page_url
 
 RUNS_PER_PAGE = 50
 # What the summary needs from each call, and no more (args and results can be large).
-SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "created_at")
+SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "created_at",
+                  "finished_at")  # fmt: skip
 
 
 def _run_search(q: str, *, exact: bool = False) -> Q:
@@ -72,8 +75,10 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(_run_search(filters["q"]))
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)
+    now = timezone.now()
     for run in page.object_list:
         run.summary_head = _summary_head(run)
+        run.idle = idle_text(run=run, calls=run.summary_calls, now=now)
     ctx = page_context(request, "runs", form=form, filters=filters, page=page)
     return render(request, "console/runs.html", ctx)
 
