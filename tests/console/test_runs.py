@@ -58,9 +58,7 @@ def test_it_lists_runs_newest_first_with_counts_and_summary(
         "Based on partial data: 0 of 1 tool call succeeded; query_stock (tc-stock-2) timed out."
     )
     # An aborted run's summary says so first (r-new was aborted before any call).
-    assert by_id["r-new"].summary_head == (
-        "Aborted before any tool call; nothing needed undoing."
-    )
+    assert by_id["r-new"].summary_head == ("Aborted before any tool call; nothing needed undoing.")
 
 
 def test_it_filters_by_status(reviewer_client: Client, runs: dict[str, Run]) -> None:
