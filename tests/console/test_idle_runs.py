@@ -35,8 +35,9 @@ def quiet_run(agent: Agent, run_id: str, minutes: float, status: str = "succeede
     call = make_call(run, f"{run_id}-tc", 0, "reserve_stock", status, created_at=at,
                      finished_at=at if status == "succeeded" else None)  # fmt: skip
     if status == "succeeded":
-        Compensation.objects.create(run=run, call=call, tool="release_stock",
-                                    args={"reservation_id": "res-1"}, key=f"{run_id}-k")  # fmt: skip
+        Compensation.objects.create(
+            run=run, call=call, tool="release_stock", args={"reservation_id": "r-1"}, key=run_id
+        )
     return run
 
 
