@@ -212,12 +212,15 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     # Out of range: the row says so and nothing changes.
     order.get_by_label("Minutes").fill("0")
     order.get_by_label("Reason").fill("orders DB failover")
+    page.once("dialog", lambda dialog: dialog.accept())  # console.js asks once more
     order.get_by_role("button", name="Force open").click()
-    expect(order.locator(".field-error")).to_contain_text("greater than or equal to 1")
+    expect(order.locator(".field-error").first).to_contain_text("greater than or equal to 1")
     expect(order.locator(".badge.b-closed")).to_be_visible()
     page.screenshot(path=SHOTS / "tool_health_error.png", full_page=True)
     assert not CircuitBreaker.objects.filter(tool="create_order").exists()
     order.get_by_label("Minutes").fill("15")
+    order.get_by_label("I understand every call to this tool will fail at once").check()
+    page.once("dialog", lambda dialog: dialog.accept())  # console.js asks once more
     order.get_by_role("button", name="Force open").click()
     expect(page.locator(".messages")).to_contain_text("held open for 15 min")
     expect(order.locator(".badge.b-open")).to_be_visible()
