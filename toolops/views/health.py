@@ -46,7 +46,6 @@ class HealthRow:
     failed: int
     p50_ms: float | None
     form: BreakerForceOpenForm
-    now: datetime
 
     @property
     def state(self) -> str:
@@ -107,7 +106,6 @@ def _health_rows(bound: BreakerForceOpenForm | None = None) -> list[HealthRow]:
                 failed=row.get("failed", 0),
                 p50_ms=row.get("p50_ms"),
                 form=form or BreakerForceOpenForm(prefix=spec.name),
-                now=now,
             )
         )
     return rows
