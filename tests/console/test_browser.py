@@ -64,7 +64,9 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
 
-    # The runs list, newest first.
+    # A reviewer lands on her queue; the runs list is one link away, newest first.
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
+    page.goto(f"{live_server.url}/console/")
     expect(page.get_by_role("heading", name="Runs")).to_be_visible()
     expect(page.locator("table.runs tbody tr")).to_have_count(2)
     expect(page.locator("table.runs tbody tr").first).to_contain_text("r-browser")
