@@ -271,7 +271,7 @@ class BreakerForceOpenForm(forms.Form):
     )  # fmt: skip
     # The confirm step that works without JavaScript (console.js asks once more).
     confirm = forms.BooleanField(
-        label="I understand every call to this tool will fail at once",
+        label="I understand every call will fail",
         error_messages={"required": "tick “I understand” to confirm holding the breaker open"},
     )
 

@@ -221,7 +221,7 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     page.screenshot(path=SHOTS / "tool_health_error.png", full_page=True)
     assert not CircuitBreaker.objects.filter(tool="create_order").exists()
     order.get_by_label("Minutes").fill("15")
-    order.get_by_label("I understand every call to this tool will fail at once").check()
+    order.get_by_label("I understand every call will fail").check()
     page.once("dialog", lambda dialog: dialog.accept())  # console.js asks once more
     order.get_by_role("button", name="Force open").click()
     expect(page.locator(".messages")).to_contain_text("held open for 15 min")
