@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from compensations.models import Compensation, Ticket
+from compensations.models import Compensation, Ticket, TicketEvent
 from toolops import executor
 from toolops.models import Attempt, Run, ToolCall
 from toolops.tools.spec import ToolSpec
@@ -143,3 +143,48 @@ def undo_health(*, tool: str, spec: ToolSpec | None) -> UndoHealth:
         .values_list("started_at", flat=True)
         .first(),
     )
+
+
+# -- the desk's Resolved tab -------------------------------------------------------------------
+
+HISTORY_PER_PAGE = 50
+# The events that close a ticket, and how the desk says each.
+CLOSING = {
+    "succeeded": "retried and succeeded",
+    "resolved": "fixed by hand",
+    "closed": "closed",
+}
+
+
+@dataclass
+class Closed:
+    """A closed ticket as the Resolved tab shows it: who closed it, how, and the note."""
+
+    ticket: Ticket
+    by: str  # a username, or "ToolOps" for the worker's successful retry
+    how: str
+    note: str
+
+
+def ticket_history() -> QuerySet[Ticket]:
+    """Closed tickets, newest closing first, each with its run, undone call and the
+    events that closed it (one query for the page, one for their closings)."""
+    closings = TicketEvent.objects.filter(kind__in=CLOSING).select_related("actor")
+    return (
+        Ticket.objects.filter(status=Ticket.Status.CLOSED)
+        .select_related("run", "compensation__call")
+        .defer("compensation__args", "compensation__call__args", "compensation__call__result")
+        .prefetch_related(
+            Prefetch("events", queryset=closings.order_by("-created_at", "-pk"), to_attr="closings")
+        )
+        .order_by("-closed_at", "-pk")
+    )
+
+
+def closed_row(ticket: Ticket) -> Closed:
+    """The last closing event says who and how (a reopened ticket closes again)."""
+    event = ticket.closings[0] if getattr(ticket, "closings", None) else None  # type: ignore[attr-defined]
+    if event is None:
+        return Closed(ticket, by="—", how="closed", note="")
+    by = event.actor.get_username() if event.actor else "ToolOps"
+    return Closed(ticket, by=by, how=CLOSING[event.kind], note=event.text)

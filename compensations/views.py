@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -53,6 +54,8 @@ def _live(**ctx: Any) -> dict[str, Any]:
 @console_required
 def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
     require_ticket_worker(request.user)
+    if request.GET.get("tab") == "resolved":
+        return _resolved(request)
     form = TicketFilterForm(request.GET)
     filters = form.filters()
     tickets = list(
@@ -64,11 +67,24 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
         ticket.waited = waited(ticket.opened_at, now)  # type: ignore[attr-defined]
     ctx = _live(
         form=form, filters=filters, tickets=tickets, counts=selectors.ticket_counts(),
-        limit=selectors.QUEUE_LIMIT, now=now, tools=sorted(catalog()),
+        limit=selectors.QUEUE_LIMIT, now=now, tools=sorted(catalog()), tab="open",
     )  # fmt: skip
     if is_refresh(request):
         return render(request, "compensations/tickets.html#ticket-table", ctx)
     return render(request, "compensations/tickets.html", page_context(request, "tickets", **ctx))
+
+
+def _resolved(request: HtmxHttpRequest) -> HttpResponse:
+    """`?tab=resolved`: closed tickets, newest first, page by page, each with who closed
+    it, how (retried and succeeded, or fixed by hand) and the note."""
+    page = Paginator(selectors.ticket_history(), selectors.HISTORY_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    ctx = page_context(
+        request, "tickets", tab="resolved", page=page, counts=selectors.ticket_counts(),
+        closed=[selectors.closed_row(ticket) for ticket in page.object_list],
+    )  # fmt: skip
+    return render(request, "compensations/tickets.html", ctx)
 
 
 @require_GET

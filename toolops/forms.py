@@ -51,6 +51,13 @@ class AbortRunForm(forms.Form):
         strip=True,
         error_messages={"required": "a reason is required: say why the run is abandoned"},
     )
+    # The confirm step that works without JavaScript (console.js asks once more).
+    confirm = forms.BooleanField(
+        label="I understand this cannot be taken back",
+        error_messages={
+            "required": "tick “I understand this cannot be taken back” to confirm the abort"
+        },
+    )
 
 
 class PolicyApprovalSelect(forms.NullBooleanSelect):
@@ -262,6 +269,11 @@ class BreakerForceOpenForm(forms.Form):
         max_length=200, label="Reason",
         widget=forms.TextInput(attrs={"placeholder": "why"}),
     )  # fmt: skip
+    # The confirm step that works without JavaScript (console.js asks once more).
+    confirm = forms.BooleanField(
+        label="I understand every call will fail",
+        error_messages={"required": "tick “I understand” to confirm holding the breaker open"},
+    )
 
 
 class AgentRateLimitForm(forms.Form):

@@ -403,3 +403,16 @@ LOGGING = {
 # SECRET_KEY under a label of its own. Changing either leaves the rows written before
 # unfindable until `manage.py reindex_search` (docs/search.md).
 TOOLOPS_SEARCH_KEY = os.getenv("TOOLOPS_SEARCH_KEY", "")
+# Idle runs (toolops/idle.py): a running run whose agent made no call for
+# TOOLOPS_RUN_IDLE_FLAG_S is flagged "no call for N min" on the console; after
+# TOOLOPS_RUN_IDLE_ABORT_S (0: never) it is aborted as an operator would. Checked every
+# minute: an hour's limit is kept within a minute.
+TOOLOPS_RUN_IDLE_FLAG_S = envfloat("TOOLOPS_RUN_IDLE_FLAG_S", 600.0)
+TOOLOPS_RUN_IDLE_ABORT_S = envfloat("TOOLOPS_RUN_IDLE_ABORT_S", 3600.0)
+for _name in ("TOOLOPS_RUN_IDLE_FLAG_S", "TOOLOPS_RUN_IDLE_ABORT_S"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 (never) or a number of seconds")
+CELERY_BEAT_SCHEDULE["abort-idle-runs"] = {
+    "task": "toolops.tasks.abort_idle_runs",
+    "schedule": 60.0,
+}

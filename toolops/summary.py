@@ -83,3 +83,46 @@ def last_succeeded(calls: Sequence[ToolCall]) -> str | None:
         return None
     # Where the run stopped: the furthest step that succeeded, not the last one settled.
     return max(done, key=lambda c: (c.step_index, c.created_at, c.pk)).tool_call_id
+
+
+# A run's undo calls (compensations) by status, as the summary of an aborted run says them.
+UNDONE, UNDO_FAILED, FIXED_BY_HAND = "succeeded", "dead_lettered", "resolved"
+UNDOING = ("registered", "pending", "running")
+ABORT_STATES = ("aborting", "aborted", "compensation_failed")
+
+
+def abort_text(*, status: str, calls: Sequence[ToolCall], undo: Sequence[tuple[str, str]]) -> str:
+    """The first sentence of an aborted run's summary: that it was aborted, and what was
+    undone, is being undone or failed to undo. `undo`: the run's compensations as (undo
+    tool, status), newest first. Never "All 3 of 3 tool calls succeeded" for a run whose
+    work was taken back."""
+    ok = sum(1 for c in calls if c.status == S.SUCCEEDED)
+    plural = "s" if len(calls) != 1 else ""
+    verb = "Aborting" if status == "aborting" else "Aborted"
+    head = f"{verb} after {ok} of {len(calls)} tool call{plural} succeeded"
+    if not calls:
+        head = f"{verb} before any tool call"
+    done = [tool for tool, state in undo if state == UNDONE]
+    failed = [tool for tool, state in undo if state == UNDO_FAILED]
+    by_hand = [tool for tool, state in undo if state == FIXED_BY_HAND]
+    going = [tool for tool, state in undo if state in UNDOING]
+    parts = []
+    if failed:
+        parts.append(f"failed to undo: {_names(failed)} (a support ticket is open)")
+    if going:
+        parts.append(f"still undoing: {_names(going)}")
+    if by_hand:
+        parts.append(f"fixed by hand: {_names(by_hand)}")
+    if done:
+        parts.append(f"undone: {_names(done)}")
+    if not parts:
+        parts.append("nothing needed undoing")
+    return f"{head}; {'; '.join(parts)}."
+
+
+def _names(tools: Sequence[str]) -> str:
+    """ "refund ×2, release_stock": each undo tool once, with its count."""
+    counts: dict[str, int] = {}
+    for tool in tools:
+        counts[tool] = counts.get(tool, 0) + 1
+    return ", ".join(f"{t} ×{n}" if n > 1 else t for t, n in counts.items())

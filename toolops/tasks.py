@@ -7,6 +7,7 @@ from celery import shared_task
 
 from toolops import executor
 from toolops.approvals.services import approvals_expire, approvals_stalled, approved_call_execute
+from toolops.idle import idle_runs_abort
 
 # Expired idempotency records are deleted by the retention purge (traces.tasks.purge_traces).
 
@@ -45,3 +46,11 @@ def sweep_approvals() -> int:
     for pk in approvals_stalled():
         execute_approved_call.delay(pk)
     return expired
+
+
+@shared_task(acks_late=True)
+def abort_idle_runs() -> int:
+    """Abort runs their agent left (no call for TOOLOPS_RUN_IDLE_ABORT_S), as an operator
+    would: their undos go to the saga worker. Twice delivered: the second finds them
+    aborted already."""
+    return idle_runs_abort()

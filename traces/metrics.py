@@ -24,7 +24,6 @@ from datetime import timedelta
 
 from django.db import connection
 from django.db.models import (
-    BooleanField,
     Count,
     DurationField,
     ExpressionWrapper,
@@ -33,7 +32,7 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -45,13 +44,14 @@ from prometheus_client.core import (
 )
 
 from compensations.models import Ticket
-from toolops.models import Approval, Attempt, CircuitBreaker, ToolCall
+from toolops.breaker_state import breaker_states
+from toolops.models import Approval, Attempt, ToolCall
 
 from .labels import UNKNOWN, catalog_tools, in_catalog, tool_label_sql
 from .models import ReplayCount
 
-# Seconds. A call's duration runs from its creation to its outcome, so an approved call's
-# includes the wait for its reviewer: hence the long tail.
+# Seconds. A call's duration runs from when it could run to its outcome: a held call's
+# from its release by a reviewer (the approval wait is toolops_approval_wait_seconds).
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 APPROVAL_WAIT_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14400.0, 86400.0)
 
@@ -85,21 +85,17 @@ def replay_noted(*, tool: str) -> None:
 
 
 def breaker_levels() -> dict[str, int]:
-    """Each breaker row's level (0 closed, 1 half-open, 2 open), judged by the database's
-    clock as breaker.admit judges it: an open breaker whose cool-down has passed lets the
-    next call through as its probe (half-open), and an operator's hold that has run out
-    closes at the next call (closed). Tools without a row never tripped: closed."""
-    due = ExpressionWrapper(Q(open_until__lte=Now()), output_field=BooleanField())
-    rows = CircuitBreaker.objects.annotate(due=due).values_list("tool", "state", "forced", "due")
-    levels = {}
-    for tool, state, forced, is_due in rows:
-        if state == CircuitBreaker.State.HALF_OPEN:
-            levels[tool] = HALF_OPEN
-        elif state == CircuitBreaker.State.OPEN:
-            levels[tool] = (CLOSED if forced else HALF_OPEN) if is_due else OPEN
-        else:
-            levels[tool] = CLOSED
-    return levels
+    """Each breaker row's level (0 closed, 1 half-open, 2 open), as the next call would
+    see it (toolops/breaker_state.py: the reading every page shows). Tools without a row
+    never tripped: closed."""
+    return {tool: state.level for tool, state in breaker_states().items()}
+
+
+# When a call could run: a held call's release (the worker took it up, or the decision
+# when it never ran), else its creation. The same start as the Metrics page's latency.
+LATENCY_START = Coalesce(
+    F("approval__execution_started_at"), F("approval__decided_at"), F("created_at")
+)
 
 
 def _between(later: str, earlier: str) -> ExpressionWrapper:
@@ -149,7 +145,7 @@ class ToolOpsCollector:
         yield from self._approvals()
 
     def _calls(self, tools: list[str]) -> Iterator[Metric]:
-        duration = _between("finished_at", "created_at")
+        duration = ExpressionWrapper(F("finished_at") - LATENCY_START, output_field=DurationField())
         rows = (
             ToolCall.objects.filter(finished_at__isnull=False)
             .order_by()
@@ -182,8 +178,8 @@ class ToolOpsCollector:
             tool["seconds"] += _seconds(row["seconds"])
         durations = HistogramMetricFamily(
             "toolops_tool_call_duration_seconds",
-            "Seconds from a call's creation to its outcome (an approved call's includes "
-            "the wait for its reviewer).",
+            "Seconds from a call's start to its outcome (a held call's from its release "
+            "by a reviewer: the wait is toolops_approval_wait_seconds).",
             labels=["tool"],
         )
         for name, tool in sorted(per_tool.items()):

@@ -266,3 +266,44 @@
     document.addEventListener("DOMContentLoaded", function () { labelAll(document); });
   }
 })();
+// Times: the server writes <time data-local datetime="…" title="… UTC"> in UTC
+// (toolops/templatetags/when.py); here the text becomes the viewer's local time, and the
+// title keeps the UTC time on hover. Again after every htmx swap.
+(function () {
+  "use strict";
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+  function local(date, precision) {
+    const day = date.getFullYear() + "-" + two(date.getMonth() + 1) + "-" + two(date.getDate());
+    const minutes = two(date.getHours()) + ":" + two(date.getMinutes());
+    const seconds = minutes + ":" + two(date.getSeconds());
+    if (precision === "time") { return seconds; }
+    return day + " " + (precision === "seconds" ? seconds : minutes);
+  }
+  function localize(root) {
+    const found = Array.from(root.querySelectorAll("time[data-local]"));
+    if (root.matches && root.matches("time[data-local]")) { found.push(root); }
+    found.forEach(function (element) {
+      const date = new Date(element.getAttribute("datetime"));
+      if (!Number.isNaN(date.getTime())) {
+        element.textContent = local(date, element.dataset.local);
+      }
+    });
+  }
+  if (window.htmx) {
+    htmx.onLoad(localize);
+  } else {
+    document.addEventListener("DOMContentLoaded", function () { localize(document); });
+  }
+})();
+
+// Actions that cannot be taken back (abort a run, force a breaker open) ask once more.
+// The form also requires its "I understand" box, so the page is safe without JavaScript.
+(function () {
+  "use strict";
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    const submitter = event.submitter;
+    const question = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
+    if (question && !window.confirm(question)) { event.preventDefault(); }
+  });
+})();

@@ -104,7 +104,8 @@ def test_a_reviewer_is_refused_and_a_post_needs_its_csrf_token(
     ticket = dead_letter(agent_a[0], "r-guarded")
 
     log_in(page, live_server.url, "rita", "/console/")
-    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    # A reviewer lands on her own work, the approval queue.
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
     # The desk is not in her navigation, and its pages refuse her.
     expect(page.locator(".topbar nav")).not_to_contain_text("Tickets")
     for path in ("/console/tickets/", f"/console/tickets/{ticket.pk}/"):

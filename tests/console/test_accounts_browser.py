@@ -81,7 +81,7 @@ def test_it_enrols_a_totp_device_and_asks_for_the_code_at_login(
     make_user(django_user_model, "rita", "reviewers")
     page = browser_page
     log_in(page, live_server.url, "rita", PASSWORD)
-    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()  # her work
 
     # Enrol: the secret is shown as text; a code from it confirms the device.
     page.get_by_role("link", name="rita").click()
@@ -108,5 +108,5 @@ def test_it_enrols_a_totp_device_and_asks_for_the_code_at_login(
     expect(page.get_by_role("alert")).to_contain_text("That code is not right")
     page.get_by_label("Code").fill(code_from_secret(secret, 1))
     page.get_by_role("button", name="Verify").click()
-    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
     expect(page.locator(".topbar .who")).to_contain_text("rita")

@@ -48,6 +48,8 @@ def test_an_operator_finds_an_abort_in_the_audit_log(
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     page.get_by_label("Reason").fill("customer called to cancel")
+    page.get_by_label("I understand this cannot be taken back").check()
+    page.once("dialog", lambda dialog: dialog.accept())  # console.js asks once more
     page.get_by_role("button", name="Abort run").click()
     expect(page.locator(".messages")).to_be_visible()
 

@@ -64,7 +64,9 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
 
-    # The runs list, newest first.
+    # A reviewer lands on her queue; the runs list is one link away, newest first.
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
+    page.goto(f"{live_server.url}/console/")
     expect(page.get_by_role("heading", name="Runs")).to_be_visible()
     expect(page.locator("table.runs tbody tr")).to_have_count(2)
     expect(page.locator("table.runs tbody tr").first).to_contain_text("r-browser")
@@ -212,12 +214,15 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     # Out of range: the row says so and nothing changes.
     order.get_by_label("Minutes").fill("0")
     order.get_by_label("Reason").fill("orders DB failover")
+    page.once("dialog", lambda dialog: dialog.accept())  # console.js asks once more
     order.get_by_role("button", name="Force open").click()
-    expect(order.locator(".field-error")).to_contain_text("greater than or equal to 1")
+    expect(order.locator(".field-error").first).to_contain_text("greater than or equal to 1")
     expect(order.locator(".badge.b-closed")).to_be_visible()
     page.screenshot(path=SHOTS / "tool_health_error.png", full_page=True)
     assert not CircuitBreaker.objects.filter(tool="create_order").exists()
     order.get_by_label("Minutes").fill("15")
+    order.get_by_label("I understand every call will fail").check()
+    page.once("dialog", lambda dialog: dialog.accept())  # console.js asks once more
     order.get_by_role("button", name="Force open").click()
     expect(page.locator(".messages")).to_contain_text("held open for 15 min")
     expect(order.locator(".badge.b-open")).to_be_visible()

@@ -24,7 +24,8 @@ RESET = "/console/health/create_order/reset/"
 
 
 def force_data(minutes: str = "45", reason: str = "orders DB failover") -> dict[str, str]:
-    return {"create_order-minutes": minutes, "create_order-reason": reason}
+    return {"create_order-minutes": minutes, "create_order-reason": reason,
+            "create_order-confirm": "on"}  # fmt: skip
 
 
 @pytest.fixture
@@ -110,8 +111,8 @@ def test_it_shows_a_tripped_and_a_forced_breaker(
     assert "mail relay blacklisted" in notify
     assert "0 / 5" in notify
     half = page.split('id="health-query_order"')[1].split("</tr>")[0]
-    assert '<span class="badge b-half_open">half_open</span>' in half
-    assert "probe until" in half
+    assert '<span class="badge b-half_open">half-open</span>' in half
+    assert "a probe call is under way until" in half
 
 
 def test_it_computes_failure_rates_over_each_tools_own_window(
@@ -151,9 +152,9 @@ def test_it_computes_failure_rates_over_each_tools_own_window(
     assert "over 10 s" in flaky_html
 
 
-# session, user, the user's groups, the three nav counts, the breakers, the attempts (one
-# grouped query for every tool).
-HEALTH_QUERIES = 8
+# session, user, the user's groups, the three nav counts, the breakers, their states as
+# the next call sees them, the attempts (one grouped query for every tool).
+HEALTH_QUERIES = 9
 
 
 @pytest.mark.parametrize("busy", [False, True])
@@ -325,6 +326,22 @@ def test_it_forbids_outsiders_and_sends_anonymous_users_to_login(
     assert response.status_code == 302
     assert response["Location"].startswith("/console/login/")
     assert not CircuitBreaker.objects.exists()
+
+
+def test_it_refuses_a_force_open_that_was_not_confirmed(
+    operator_client: Client, console_catalog: Any
+) -> None:
+    data = force_data()
+    del data["create_order-confirm"]
+
+    response = operator_client.post(FORCE, data)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "The breaker for <code>create_order</code> was not changed" in page
+    assert "tick “I understand” to confirm holding the breaker open" in page
+    assert not CircuitBreaker.objects.exists()
+    assert not BREAKERS.exists()
 
 
 def test_it_lets_a_superuser_force_and_reset(superuser: Any, console_catalog: Any) -> None:

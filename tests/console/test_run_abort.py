@@ -54,7 +54,9 @@ def test_an_operator_aborts_with_a_reason_and_it_is_audited(
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = logged_in(operator).post(
-            f"/console/runs/{run.pk}/abort/", {"reason": "customer called to cancel"}, follow=True
+            f"/console/runs/{run.pk}/abort/",
+            {"reason": "customer called to cancel", "confirm": "on"},
+            follow=True,
         )
 
     assert "the worker is undoing its calls" in response.content.decode()
@@ -84,11 +86,31 @@ def test_it_refuses_an_abort_without_a_sane_reason(operator: Any, run: Run, reas
     assert not AuditEntry.objects.filter(action="run.abort").exists()
 
 
+def test_it_refuses_an_abort_that_was_not_confirmed(operator: Any, run: Run) -> None:
+    response = logged_in(operator).post(
+        f"/console/runs/{run.pk}/abort/", {"reason": "customer called to cancel"}, follow=True
+    )
+
+    page = response.content.decode()
+    assert "Not aborted: tick “I understand this cannot be taken back” to confirm" in page
+    run.refresh_from_db()
+    assert run.status == "running"
+    assert not AuditEntry.objects.filter(action="run.abort").exists()
+
+
+def test_the_abort_form_asks_for_its_confirmation(operator: Any, run: Run) -> None:
+    page = logged_in(operator).get(f"/console/runs/{run.pk}/").content.decode()
+
+    form = page.split('class="abort-form"')[1].split("</form>")[0]
+    assert '<input type="checkbox" name="confirm" value="on" required>' in form
+    assert 'data-confirm="Abort run r-abort?' in form
+
+
 def test_it_refuses_to_abort_a_completed_run(operator: Any, run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(status="completed")
 
     response = logged_in(operator).post(
-        f"/console/runs/{run.pk}/abort/", {"reason": "too late"}, follow=True
+        f"/console/runs/{run.pk}/abort/", {"reason": "too late", "confirm": "on"}, follow=True
     )
 
     assert "cannot be aborted" in response.content.decode()

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from compensations.models import Compensation
 from toolops.models import Agent, Run
 from toolops.services import agent_create
 
@@ -56,7 +57,8 @@ def test_it_lists_runs_newest_first_with_counts_and_summary(
     assert by_id["r-mid"].summary_head == (
         "Based on partial data: 0 of 1 tool call succeeded; query_stock (tc-stock-2) timed out."
     )
-    assert by_id["r-new"].summary_head == "No tool calls yet."
+    # An aborted run's summary says so first (r-new was aborted before any call).
+    assert by_id["r-new"].summary_head == ("Aborted before any tool call; nothing needed undoing.")
 
 
 def test_it_filters_by_status(reviewer_client: Client, runs: dict[str, Run]) -> None:
@@ -145,8 +147,8 @@ def make_busy_runs(agent: Agent, count: int, calls_each: int) -> None:
 
 
 # session, user, the user's groups, the nav's three counts, agents for the filter, count,
-# the page, its calls.
-RUNS_LIST_QUERIES = 10
+# the page, its calls, its compensations.
+RUNS_LIST_QUERIES = 11
 
 
 @pytest.mark.parametrize(("runs_count", "calls_each"), [(1, 1), (20, 3)])
@@ -165,3 +167,40 @@ def test_it_lists_runs_in_a_constant_number_of_queries(
         response.content  # noqa: B018  (rendered already; make the intent plain)
 
     assert len(run_ids(response)) == min(50, 3 * runs_count)
+
+
+def _succeeded_with_undo(run: Run, undo_status: str, *undo_tools: str) -> None:
+    """Three calls that succeeded; one compensation per undo tool, in `undo_status`."""
+    tools = ("reserve_stock", "create_order", "charge")
+    for step, tool in enumerate(tools):
+        call = make_call(run, f"tc-{step}", step, tool, "succeeded")
+        if step < len(undo_tools):
+            Compensation.objects.create(run=run, call=call, tool=undo_tools[step],
+                                        status=undo_status, key=f"{run.pk}-{step}")  # fmt: skip
+
+
+def test_it_says_an_aborted_run_was_aborted_and_what_was_undone(
+    reviewer_client: Client, agent_a: tuple[Agent, str]
+) -> None:
+    aborted = make_run(agent_a[0], "r-aborted", status="aborted")
+    _succeeded_with_undo(aborted, "succeeded", "release_stock", "cancel_order")
+    failed = make_run(agent_a[0], "r-undo-failed", status="compensation_failed")
+    _succeeded_with_undo(failed, "dead_lettered", "refund")
+    aborting = make_run(agent_a[0], "r-aborting", status="aborting")
+    _succeeded_with_undo(aborting, "pending", "release_stock")
+
+    response = reviewer_client.get("/console/")
+
+    heads = {run.run_id: run.summary_head for run in response.context["page"]}
+    assert heads["r-aborted"] == (
+        "Aborted after 3 of 3 tool calls succeeded; undone: cancel_order, release_stock."
+    )
+    assert heads["r-undo-failed"] == (
+        "Aborted after 3 of 3 tool calls succeeded; failed to undo: refund (a support "
+        "ticket is open)."
+    )
+    assert heads["r-aborting"] == (
+        "Aborting after 3 of 3 tool calls succeeded; still undoing: release_stock."
+    )
+    page = response.content.decode()
+    assert "All 3 of 3 tool calls succeeded" not in page

@@ -82,7 +82,7 @@ def test_the_right_code_logs_in(rita_device: TOTPDevice) -> None:
     response = client.post("/console/login/code/", {"code": code_for(rita_device)})
 
     assert response.status_code == 302
-    assert response["Location"] == "/console/"
+    assert response["Location"] == "/console/approvals/"  # a reviewer lands on her queue
     assert client.get("/console/").status_code == 200
     assert client.session["otp_device_id"] == rita_device.persistent_id
 

@@ -87,7 +87,8 @@ def test_it_lists_unknown_calls_oldest_first_with_what_a_person_needs(
                  "no query tool"):  # fmt: skip
         assert text in row, text
     lost = page.split(f'id="unknown-{unknown.pk}"')[1].split("</tr>")[0]
-    for text in ("agent-a", "10\xa0minutes", "timeout", "orders service timed out", ">3<",
+    for text in ("agent-a", "10\xa0minutes", "timeout", "orders service timed out",
+                 'title="3 of 20 worker looks found no answer">0<',
                  "in 4\xa0minutes", "<code>query_order</code>"):  # fmt: skip
         assert text in lost, text
     assert "due now" in page  # tc-newest's look is due: the worker has it
@@ -166,10 +167,30 @@ def test_it_shows_the_settle_form_with_the_calls_facts(
     assert response.status_code == 200
     page = response.content.decode()
     for text in ("tc-lost", "r-unk", "agent-a", "ref-77", "req-o-1",
-                 "<code>req-q-1</code> (reconcile)", "3 of 20", "<code>query_order</code>",
+                 "<code>req-q-1</code> (reconcile)", "<code>query_order</code>",
                  'name="note"', 'name="result"', 'value="took_effect"', 'value="no_effect"',
                  "Did take effect", "Did not take effect"):  # fmt: skip
         assert text in page, text
+
+
+def test_the_reconcile_count_agrees_with_the_looks_recorded(
+    operator_client: Client, unknown: ToolCall
+) -> None:
+    # Two looks recorded (the timeline lists both), none of them counted by the worker's
+    # backoff: the page once said "0 of 20" beside them.
+    ToolCall.objects.filter(pk=unknown.pk).update(reconcile_attempts=0)
+    make_attempt(unknown, 1, outcome="unknown", downstream_request_id="req-o-1")
+    for number in (2, 3):
+        make_attempt(unknown, number, purpose="reconcile", outcome="unknown",
+                     downstream_request_id=f"req-q-{number}")  # fmt: skip
+
+    settle = operator_client.get(settle_url(unknown)).content.decode()
+    listed = operator_client.get("/console/unknown/").content.decode()
+
+    assert "<dt>reconcile looks</dt><dd>2 recorded; the worker keeps looking" in settle
+    assert "0 of 20" not in settle.split("<dt>reconcile looks</dt>")[1].split("recorded")[0]
+    row = listed.split(f'id="unknown-{unknown.pk}"')[1].split("</tr>")[0]
+    assert 'title="0 of 20 worker looks found no answer">2<' in row
 
 
 def test_it_settles_a_call_that_did_take_effect_and_audits_it(

@@ -237,7 +237,7 @@ def test_the_login_does_not_redirect_to_another_site(rita: Any) -> None:
         {"username": "rita", "password": PASSWORD, "next": "https://evil.example/"},
     )
 
-    assert response["Location"] == "/console/"
+    assert response["Location"] == "/console/approvals/"  # her own work, not another site
 
 
 def test_the_lockout_page_escapes_the_username() -> None:

@@ -103,9 +103,10 @@ POSTS: dict[str, Body] = {
     "breaker-force-open": lambda w, user: {
         f"{w.breaker_tool}-minutes": "30",
         f"{w.breaker_tool}-reason": "forged",
+        f"{w.breaker_tool}-confirm": "on",
     },  # fmt: skip
     "breaker-reset": lambda w, user: {},
-    "run-abort": lambda w, user: {"reason": "forged abort"},
+    "run-abort": lambda w, user: {"reason": "forged abort", "confirm": "on"},
     "approval-decide": lambda w, user: {
         "decision": "approve",
         "note": "",

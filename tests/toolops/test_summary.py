@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from tests.conftest import Shop
 from tests.toolops.executor.helpers import allow_without_approval, call_ok, get_run, start_run
 from toolops.models import ToolCall
-from toolops.summary import last_succeeded, run_summary
+from toolops.summary import abort_text, last_succeeded, run_summary
 
 PARTIAL = "Based on partial data"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -281,3 +281,19 @@ def test_the_last_succeeded_call_is_where_the_run_stopped_not_the_last_settled()
     ]
 
     assert last_succeeded(calls) == "tc-2"
+
+
+def test_an_aborted_runs_summary_says_what_was_undone_and_what_was_not() -> None:
+    calls = [ToolCall(tool="charge", tool_call_id=f"tc-{i}", status="succeeded") for i in range(3)]
+    undo = [("refund", "dead_lettered"), ("refund", "resolved"), ("release_stock", "succeeded"),
+            ("release_stock", "succeeded")]  # fmt: skip
+
+    text = abort_text(status="compensation_failed", calls=calls, undo=undo)
+
+    assert text == (
+        "Aborted after 3 of 3 tool calls succeeded; failed to undo: refund (a support ticket "
+        "is open); fixed by hand: refund; undone: release_stock ×2."
+    )
+    assert abort_text(status="aborted", calls=calls, undo=[]) == (
+        "Aborted after 3 of 3 tool calls succeeded; nothing needed undoing."
+    )

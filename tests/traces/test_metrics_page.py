@@ -219,10 +219,21 @@ def test_it_charts_the_last_hour_and_the_last_day(
     html = response.content.decode()
     card = html.split('id="metrics-chart_tool"', 1)[1]
     charts = re.findall(r'<svg class="spark"[^>]*aria-label="([^"]*)"', card)
-    assert len(charts) == 16  # eight figures, each over the hour and the day
-    assert "Retry amplification, last hour, 5-minute buckets: latest 2.00×, highest 2.00×" in charts
+    # Eight figures over the hour and the day; a series of fewer than two points is its
+    # number, not a one-dot chart: the hour's rates (one call), the approval wait (none).
+    assert len(charts) == 10
     assert "Retry amplification, last day, hourly buckets: latest 2.00×, highest 2.00×" in charts
-    assert "Success rate, last hour, 5-minute buckets: latest 100.0%, highest 100.0%" in charts
+    assert "Success rate, last day, hourly buckets: latest 100.0%, highest 100.0%" in charts
+    assert "Failed requests, last hour, 5-minute buckets: latest 1, highest 1" in charts
+    assert not any(label.startswith("Retry amplification, last hour") for label in charts)
+    assert (
+        '<span class="spark-text" title="Retry amplification, last hour, 5-minute buckets: '
+        '2.00×">2.00×</span>'
+    ) in card
+    assert (
+        '<span class="spark-text" title="Mean approval wait, last day, hourly buckets: no '
+        'data">no data</span>'
+    ) in card
 
 
 # -- the order: flagged, active, idle ---------------------------------------------------------
@@ -258,6 +269,10 @@ def test_it_puts_flagged_tools_first_and_lists_idle_ones_by_name(
     assert "metrics-send_voucher" in section(html, "flagged")
     assert "metrics-charge" not in section(html, "flagged")
     assert "Active in the last hour" in section(html, "active")
+    # Only the active tools by default; the idle ones one link away.
+    assert 'id="tools-idle"' not in html
+    assert re.search(r'<a href="\?window=hour&amp;all=1">Show all \d+ tools</a>', html)
+    html = console.get(PAGE, {"all": "1"}).content.decode()
     idle = section(html, "idle")
     assert "No calls in the last hour" in idle
     for tool in ("create_order", "query_stock", "search_products"):
@@ -268,7 +283,7 @@ def test_it_puts_flagged_tools_first_and_lists_idle_ones_by_name(
     assert "Tools flagged: <strong" in html and 'flagged-count">1<' in html
 
     # Over the day, the call of three hours ago makes create_order active.
-    day = console.get(PAGE, {"window": "day"}).content.decode()
+    day = console.get(PAGE, {"window": "day", "all": "1"}).content.decode()
     assert 'id="metrics-create_order"' in day
     assert "No calls in the last day" in section(day, "idle")
     assert '<a href="?tool=query_stock&amp;window=day">' in section(day, "idle")
@@ -334,7 +349,7 @@ def test_it_tells_the_hour_from_the_day(
     make_call(run, "window_tool", "failed", created_at=too_old, finished_at=too_old)
 
     hour = console.get(PAGE, {"window": "hour"}).content.decode()
-    day = console.get(PAGE, {"window": "day"}).content.decode()
+    day = console.get(PAGE, {"window": "day", "all": "1"}).content.decode()
 
     assert "1 succeeded of 1 finished call, last hour" in tile(hour, "window_tool", "success")
     assert "1 succeeded of 2 finished calls, last day" in tile(day, "window_tool", "success")

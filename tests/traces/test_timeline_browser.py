@@ -155,7 +155,8 @@ def test_a_tool_call_id_in_the_navigations_search_box_lands_on_the_call(
     run = Run.objects.get(run_id="r-found")
 
     log_in(page, server.url, "/console/")
-    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    # A reviewer lands on her queue: the search box is in every page's top bar.
+    expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
     box = page.get_by_role("searchbox", name="Find by id")
     box.fill("tc-needle-42")
     box.press("Enter")

@@ -128,3 +128,33 @@ def earlier_calls(*, call: ToolCall, run: Run) -> list[ToolCall]:
         .order_by("-created_at", "-pk")[:EARLIER_LIMIT]
     )
     return sorted(calls, key=lambda c: (c.created_at, c.pk))
+
+
+# -- the queue's history tabs ----------------------------------------------------------------
+
+# Tab → the statuses it lists: decided by a person (or by the run's ending), or expired.
+HISTORY_TABS = {
+    "decided": (Approval.Status.APPROVED, Approval.Status.REJECTED),
+    "expired": (Approval.Status.EXPIRED,),
+}
+HISTORY_PER_PAGE = 50
+
+
+def approval_history(*, tab: str) -> QuerySet[Approval]:
+    """The approvals a history tab lists, newest ending first, each with its held call,
+    run, agent and decider: one query per page."""
+    return (
+        Approval.objects.filter(status__in=HISTORY_TABS[tab])
+        .select_related("run__agent", "call", "decided_by")
+        .defer("call__result")  # possibly large, and not shown
+        .order_by("-decided_at", "-pk")
+    )
+
+
+def approval_tab_counts() -> dict[str, int]:
+    """How many each tab lists, in one query."""
+    return Approval.objects.aggregate(
+        waiting=Count("pk", filter=Q(status=Approval.Status.PENDING)),
+        decided=Count("pk", filter=Q(status__in=HISTORY_TABS["decided"])),
+        expired=Count("pk", filter=Q(status__in=HISTORY_TABS["expired"])),
+    )

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -88,6 +89,9 @@ class QueueRow:
 @console_required
 def approval_queue(request: HtmxHttpRequest) -> HttpResponse:
     require_reviewer(request.user)
+    tab = request.GET.get("tab", "")
+    if tab in selectors.HISTORY_TABS:
+        return _history(request, tab)
     form = ApprovalFilterForm(request.GET)
     filters = form.filters()
     specs = catalog()
@@ -102,9 +106,27 @@ def approval_queue(request: HtmxHttpRequest) -> HttpResponse:
     )  # fmt: skip
     if is_refresh(request):
         return render(request, "approvals/queue.html#approval-table", ctx)
+    ctx["tab"], ctx["tabs"] = "waiting", selectors.approval_tab_counts()
     ctx["tools"] = sorted(name for name, spec in specs.items() if not spec.internal)
     ctx["agents"] = list(Agent.objects.order_by("name").values_list("pk", "name"))
     return render(request, "approvals/queue.html", page_context(request, "approvals", **ctx))
+
+
+def _history(request: HtmxHttpRequest, tab: str) -> HttpResponse:
+    """`?tab=decided|expired`: the approvals that ended, newest first, page by page (no
+    live refresh: the past does not change)."""
+    specs = catalog()
+    approvals = selectors.approval_history(tab=tab)
+    page = Paginator(approvals, selectors.HISTORY_PER_PAGE).get_page(request.GET.get("page"))
+    rows = []
+    for approval in page.object_list:
+        call = selectors.held_call(approval)
+        rows.append(QueueRow(approval, call, _action(approval, call, specs)))
+    ctx = page_context(
+        request, "approvals", tab=tab, tabs=selectors.approval_tab_counts(), page=page,
+        history=rows,
+    )  # fmt: skip
+    return render(request, "approvals/queue.html", ctx)
 
 
 # -- an approval's page ------------------------------------------------------------------------

@@ -11,9 +11,12 @@ other module of this package private to it; docs/architecture.md).
     held_call_release                    a held call that will never run
     undo_execute                         one round of a compensation (the saga worker)
     compensations_discard / _start       a run's registered undos when it ends
+    breaker_states                       each breaker as the next call sees it (pages)
 """
 
 from __future__ import annotations
+
+from toolops.breaker_state import BreakerState, breaker_state_of, breaker_states
 
 from .approved import execute_held_call as approved_call_execute
 from .approved import take_up as approved_call_take_up
@@ -44,6 +47,7 @@ __all__ = [
     "LONG_POLL_PAUSES",
     "RECONCILE_MAX_ATTEMPTS",
     "BadCallRequest",
+    "BreakerState",
     "CallAnswer",
     "CallContext",
     "CallRequest",
@@ -55,6 +59,8 @@ __all__ = [
     "breaker_availability",
     "breaker_force_open",
     "breaker_reset",
+    "breaker_state_of",
+    "breaker_states",
     "call_reconcile",
     "call_settle",
     "check_deadline",

@@ -1,5 +1,7 @@
 """Tool health (each tool's failure rate and median latency over its breaker's window)
-and the operator's breaker controls: force open, reset."""
+and the operator's breaker controls: force open, reset (each confirmed by a ticked "I
+understand", so a stray click changes nothing). The breaker's state is the one every
+page shows: as the next call would see it (executor.breaker_states)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from toolops import services
+from toolops import executor, services
 from toolops.forms import BreakerForceOpenForm
 from toolops.models import Attempt, CircuitBreaker
 from toolops.permissions import can_control_breakers, console_required, require_breaker_operator
@@ -38,16 +40,16 @@ class Median(Aggregate):
 class HealthRow:
     spec: ToolSpec
     breaker: CircuitBreaker | None
+    shown: executor.BreakerState  # the state as the next call would see it
     # Attempts in the breaker's window that say something about the tool (not neutral).
     counted: int
     failed: int
     p50_ms: float | None
     form: BreakerForceOpenForm
-    now: datetime
 
     @property
     def state(self) -> str:
-        return self.breaker.state if self.breaker else CircuitBreaker.State.CLOSED
+        return self.shown.state
 
     @property
     def rate(self) -> float | None:
@@ -59,11 +61,6 @@ class HealthRow:
         config = self.spec.breaker
         rate = self.rate
         return rate is not None and self.counted >= config.min_calls and rate >= config.failure_rate
-
-    @property
-    def open_until_passed(self) -> bool:
-        until = self.breaker.open_until if self.breaker else None
-        return until is not None and until <= self.now
 
 
 def _window_counts(specs: list[ToolSpec], now: datetime) -> dict[str, dict[str, Any]]:
@@ -94,6 +91,7 @@ def _health_rows(bound: BreakerForceOpenForm | None = None) -> list[HealthRow]:
     specs = sorted(registry.load().values(), key=lambda s: (s.internal, s.name))
     now = timezone.now()
     breakers = {b.tool: b for b in CircuitBreaker.objects.all()}
+    states = executor.breaker_states()
     counts = _window_counts(specs, now)
     rows = []
     for spec in specs:
@@ -103,11 +101,11 @@ def _health_rows(bound: BreakerForceOpenForm | None = None) -> list[HealthRow]:
             HealthRow(
                 spec=spec,
                 breaker=breakers.get(spec.name),
+                shown=executor.breaker_state_of(states, spec.name),
                 counted=row.get("counted", 0),
                 failed=row.get("failed", 0),
                 p50_ms=row.get("p50_ms"),
                 form=form or BreakerForceOpenForm(prefix=spec.name),
-                now=now,
             )
         )
     return rows

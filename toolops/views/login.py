@@ -1,5 +1,8 @@
 """The console's login (also /admin/'s): password, then a TOTP code for users who enrolled
-a device. Every failure, a wrong code included, counts toward the lockout (axes)."""
+a device. Every failure, a wrong code included, counts toward the lockout (axes).
+
+Each role lands on its work when the login names no `next`: reviewers on the approval
+queue, support on the tickets desk, operators and superusers on Runs (`landing_url`)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
@@ -20,7 +24,29 @@ from django.views.decorators.http import require_http_methods
 
 from toolops.accounts import twofactor
 from toolops.accounts.lockout import lockout_response
+from toolops.permissions import OPERATORS, REVIEWERS, SUPPORT, group_names
 from toolops.views.common import HtmxHttpRequest
+
+
+def landing_url(user: Any) -> str:
+    """Where `user` works: Runs for operators and superusers (and anyone the other
+    pages refuse), else the approval queue for reviewers, else the tickets desk."""
+    groups = group_names(user)
+    if user.is_superuser or OPERATORS in groups:
+        return reverse("console:runs")
+    if REVIEWERS in groups:
+        return reverse("console:approvals")
+    if SUPPORT in groups:
+        return reverse("console:tickets")
+    return reverse("console:runs")
+
+
+def landing_next(next_url: str, user: Any) -> str:
+    """A safe `next` that names a page wins. None, or the console's front door (where
+    the login sends a person who opened /console/), means "my work": `landing_url`."""
+    if not next_url or next_url in (settings.LOGIN_REDIRECT_URL, reverse("console:runs")):
+        return landing_url(user)
+    return next_url
 
 
 class CodeForm(forms.Form):
@@ -39,10 +65,12 @@ class ConsoleLoginView(LoginView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         user = form.get_user()
+        next_url = landing_next(self.get_redirect_url(), user)
         if twofactor.confirmed_device(user) is None:
-            return super().form_valid(form)
+            super().form_valid(form)
+            return HttpResponseRedirect(next_url)
         # Right password, and a device: no session yet, only a pending login.
-        twofactor.pending_start(self.request, user=user, next_url=self.get_success_url())
+        twofactor.pending_start(self.request, user=user, next_url=next_url)
         return HttpResponseRedirect(reverse("console:login-code"))
 
 

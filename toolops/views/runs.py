@@ -8,20 +8,24 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from compensations.models import Compensation
 from toolops import services
 from toolops.forms import AbortRunForm, RunFilterForm
+from toolops.idle import idle_text
 from toolops.models import Run, ToolCall
 from toolops.permissions import console_required, require_run_aborter
-from toolops.summary import run_summary
+from toolops.summary import ABORT_STATES, abort_text, run_summary
 from toolops.views.common import HtmxHttpRequest, first_sentence, page_context
 from traces.console import search as run_search
 from traces.console.timeline import call_page_url
 
 RUNS_PER_PAGE = 50
 # What the summary needs from each call, and no more (args and results can be large).
-SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "created_at")
+SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "created_at",
+                  "finished_at")  # fmt: skip
 
 
 def _run_search(q: str, *, exact: bool = False) -> Q:
@@ -51,7 +55,13 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
                 .only(*SUMMARY_FIELDS)
                 .order_by("created_at", "pk"),
                 to_attr="summary_calls",
-            )
+            ),
+            # What an aborted run's summary says was undone (or not).
+            Prefetch(
+                "compensations",
+                queryset=Compensation.objects.only("run_id", "tool", "status").order_by("-pk"),
+                to_attr="summary_undo",
+            ),
         )
         .order_by("-created_at", "-pk")
     )
@@ -63,10 +73,20 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(_run_search(filters["q"]))
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)
+    now = timezone.now()
     for run in page.object_list:
-        run.summary_head = first_sentence(run_summary(run.summary_calls))
+        run.summary_head = _summary_head(run)
+        run.idle = idle_text(run=run, calls=run.summary_calls, now=now)
     ctx = page_context(request, "runs", form=form, filters=filters, page=page)
     return render(request, "console/runs.html", ctx)
+
+
+def _summary_head(run: Run) -> str:
+    """The list's one sentence: an aborted run's says it was aborted and what was undone."""
+    if run.status in ABORT_STATES:
+        undo = [(c.tool, c.status) for c in run.summary_undo]
+        return abort_text(status=run.status, calls=run.summary_calls, undo=undo)
+    return first_sentence(run_summary(run.summary_calls))
 
 
 def _get_run_for_console(pk: int) -> Run:
@@ -82,7 +102,8 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = _get_run_for_console(pk)
     form = AbortRunForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Not aborted: {form.errors['reason'][0]}")
+        problems = "; ".join(str(errors[0]) for errors in form.errors.values())
+        messages.error(request, f"Not aborted: {problems}.")
         return redirect("console:run-detail", pk=run.pk)
     try:
         run = services.run_abort_audited(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib import messages
+from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -48,6 +49,9 @@ def unknown_list(request: HtmxHttpRequest) -> HttpResponse:
         .filter(status=ToolCall.Status.UNKNOWN)
         .select_related("run__agent")
         .defer("args", "result")  # possibly large, and not shown here
+        # The reconcile looks recorded (the call's own and the worker's), as the run's
+        # timeline lists them: the count beside them must agree.
+        .annotate(looks=Count("attempt_rows", filter=Q(attempt_rows__purpose="reconcile")))
         .order_by("created_at", "pk")[:UNKNOWN_LIMIT]
     )
     rows = [
@@ -108,6 +112,7 @@ def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             return redirect("console:unknown")
     else:
         form = SettleUnknownForm(spec=spec)
+    attempts = list(call.attempt_rows.all())
     ctx = page_context(
         request,
         "unknown",
@@ -116,7 +121,8 @@ def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         query_tool=_query_tool(spec),
         in_catalog=spec is not None,
         # What a person searches the downstream's logs for.
-        traced=[a for a in call.attempt_rows.all() if a.downstream_request_id],
+        traced=[a for a in attempts if a.downstream_request_id],
+        looks=sum(1 for a in attempts if a.purpose == "reconcile"),
         # Stored redacted; redacted again for rows older than that.
         args_json=pretty(redact(call.args, spec=spec)),
         error_text=error_sentence(call.error_message, tool=call.tool, spec=spec),

@@ -25,11 +25,12 @@ from django.db.models import Count
 from django.utils import timezone
 
 from compensations.models import Ticket
+from toolops import executor
 from toolops.models import Approval, Attempt, ToolCall
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from traces.labels import UNKNOWN, tool_label
-from traces.metrics import CLOSED, breaker_levels
+from traces.metrics import CLOSED
 from traces.models import ReplayCount
 
 from . import thresholds
@@ -87,6 +88,7 @@ class ToolFigures:
     internal: bool = False
     in_catalog: bool = False
     level: int = CLOSED  # toolops_breaker_state
+    breaker: executor.BreakerState | None = None  # as the next call sees it; None: closed
     unknown_now: int = 0
     dead_letters_open: int = 0
     approvals_pending: int = 0
@@ -189,10 +191,12 @@ def tool_figures(*, end: datetime | None = None) -> list[ToolFigures]:
     )
     for tool, n in unknown:
         of(tool).unknown_now += n
-    for tool, level in breaker_levels().items():
+    # The one reading every page shows (tool health too): as the next call would see it.
+    for tool, state in executor.breaker_states().items():
         # A breaker row left by a removed tool guards nothing: not (unknown)'s state.
         if tool in names:
-            tools[tool].level = level
+            tools[tool].level = state.level
+            tools[tool].breaker = state
     return list(tools.values())
 
 
@@ -292,16 +296,21 @@ def _calls_sql() -> str:
         "FROM (SELECT tool, status, attempts, seconds, "
         f"j / {HOUR_FINE} AS hb, CASE WHEN j >= {last} THEN j - {last} END AS mb, "
         f"j >= {last} AS recent FROM (SELECT "
-        "CASE WHEN tool = ANY(%(tools)s) THEN tool ELSE %(unknown)s END AS tool, "
-        "status, attempts, "
-        f"{_seconds_between('finished_at', 'created_at')} AS seconds, "
-        f"{_fine('finished_at')} AS j FROM {ToolCall._meta.db_table} "
-        f"WHERE {_in_day('finished_at')}) f) c "
+        "CASE WHEN c.tool = ANY(%(tools)s) THEN c.tool ELSE %(unknown)s END AS tool, "
+        "c.status, c.attempts, "
+        f"{_seconds_between('c.finished_at', LATENCY_START)} AS seconds, "
+        f"{_fine('c.finished_at')} AS j FROM {ToolCall._meta.db_table} c "
+        f"LEFT JOIN {Approval._meta.db_table} a ON a.id = c.approval_id "
+        f"WHERE {_in_day('c.finished_at')}) f) c "
         "GROUP BY GROUPING SETS ((tool, hb), (tool, mb), (tool), (tool, recent))"
     )
 
 
 GROUPING_SLOTS = {3: "day", 5: "hour", 7: "day", 6: "hour"}
+# A call's latency starts when it could run: a held call's when the reviewer released it
+# (the worker took it up, or the decision if it never ran), not while it waited. The
+# wait is the approval wait figure's (`_approvals_sql`), never the tool's latency.
+LATENCY_START = "COALESCE(a.execution_started_at, a.decided_at, c.created_at)"
 
 
 def _call_groups(
@@ -332,9 +341,11 @@ def call_groups_python(
     durations: dict[tuple[str, str, int | None], list[float]] = defaultdict(list)
     names = frozenset(tools)
     rows = ToolCall.objects.filter(finished_at__gte=since, finished_at__lt=end).values_list(
-        "tool", "status", "attempts", "created_at", "finished_at"
-    )
-    for name, status, attempts, created_at, finished_at in rows.iterator():
+        "tool", "status", "attempts", "created_at", "finished_at",
+        "approval__execution_started_at", "approval__decided_at",
+    )  # fmt: skip
+    for name, status, attempts, created_at, finished_at, *released in rows.iterator():
+        start = next((t for t in released if t is not None), created_at)  # LATENCY_START
         tool = tool_label(name, names)
         j = math.floor((finished_at - since).total_seconds() / FINE_S)
         for scale, index in _slots(j):
@@ -342,7 +353,7 @@ def call_groups_python(
             tally.finished += 1
             tally.succeeded += status == ToolCall.Status.SUCCEEDED
             tally.sent += attempts > 0
-            durations[(tool, scale, index)].append((finished_at - created_at).total_seconds())
+            durations[(tool, scale, index)].append((finished_at - start).total_seconds())
     for key, values in durations.items():
         values.sort()
         out[key].latency = tuple(percentile_cont(values, q) for q in QUANTILES)

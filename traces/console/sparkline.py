@@ -1,6 +1,8 @@
 """Small inline SVG charts, drawn on the server: a figure's buckets as a line, with gaps
 where a bucket had nothing to measure. No JavaScript, so the page reads the same
-without it, and each chart carries a text alternative."""
+without it, and each chart carries a text alternative. A series with fewer than two
+measured buckets draws nothing (one dot says less than its number): the page shows
+its `text` instead."""
 
 from __future__ import annotations
 
@@ -20,6 +22,12 @@ class Spark:
     threshold_y: float | None = None  # where the threshold's dashed line runs
     width: int = WIDTH
     height: int = HEIGHT
+    points: int = 0  # buckets with a value
+    text: str = "no data"  # shown instead of a chart of fewer than 2 points
+
+    @property
+    def drawn(self) -> bool:
+        return self.points >= 2
 
 
 def spark(
@@ -36,13 +44,17 @@ def spark(
     seen = [v for v in values if v is not None]
     if not seen:
         return Spark(label=f"{title}: no data")
+    if len(seen) < 2:
+        return Spark(label=f"{title}: {fmt(seen[0])}", points=1, text=fmt(seen[0]))
     peak = max([*seen, threshold or 0.0, top or 0.0]) or 1.0
     step = WIDTH / max(len(values) - 1, 1)
 
     def y(value: float) -> float:
         return round(HEIGHT - PAD - (HEIGHT - 2 * PAD) * min(value, peak) / peak, 2)
 
-    chart = Spark(label=f"{title}: latest {fmt(seen[-1])}, highest {fmt(max(seen))}")
+    chart = Spark(
+        label=f"{title}: latest {fmt(seen[-1])}, highest {fmt(max(seen))}", points=len(seen)
+    )
     run: list[tuple[float, float]] = []
     for i, value in enumerate([*values, None]):
         if value is not None:

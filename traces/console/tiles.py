@@ -114,7 +114,8 @@ def _call_tiles(figures: ToolFigures, scale: str, w: Tally, where: str) -> list[
         Tile(
             "latency", "Latency p50 / p95 / p99", latency,
             f"of {n(w.finished, 'finished call')}, {where}; charts: p95",
-            "From a call's creation to its outcome (with any wait for a reviewer).",
+            "From when a call could run to its outcome: a held call's from its release "
+            "(its wait for a reviewer is the Approval wait tile's).",
             **_charts(figures, "p95 latency", _p95, duration),
         ),
         Tile(
@@ -146,10 +147,12 @@ def _standing_tiles(figures: ToolFigures, w: Tally, where: str) -> list[Tile]:
     """What stands open now, and what piled up over the window: the breaker, unknown
     outcomes, dead letters and approvals."""
     level = BREAKER_LABELS[figures.level]
+    # "cooling down until 12:03 UTC; 4 failed requests, last hour"
+    now = figures.breaker.label.partition(" — ")[2] if figures.breaker else ""
     return [
         Tile(
             "breaker", "Breaker", level,
-            f"{n(w.failed_requests, 'failed request')}, {where}",
+            f"{now + '; ' if now else ''}{n(w.failed_requests, 'failed request')}, {where}",
             "The circuit breaker now; charts: requests that failed (what it trips on).",
             **_charts(figures, "Failed requests", lambda t: t.failed_requests, count),
             flag="Open: calls to this tool end at once as unavailable."
@@ -170,7 +173,8 @@ def _standing_tiles(figures: ToolFigures, w: Tally, where: str) -> list[Tile]:
         Tile(
             "approval-wait", "Approval wait", _or_dash(w.approval_wait_s, duration),
             f"mean of {w.approvals} ended, {where}; {figures.approvals_pending} pending now",
-            "From an approval's opening to its ending (approved, rejected or expired).",
+            "From an approval's opening to its ending (approved, rejected or expired): "
+            "kept out of the latency.",
             **_charts(figures, "Mean approval wait", lambda t: t.approval_wait_s, duration),
         ),
     ]  # fmt: skip

@@ -17,6 +17,7 @@ from django.db.models import Prefetch, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from toolops.idle import idle_text
 from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
 from toolops.tools.facts import title as call_title
@@ -177,6 +178,7 @@ class Timeline:
     stop_page: int | None
     pages: dict[str, int]  # call_id → the page that shows it
     call_pages: dict[int, int]  # the same, by the call's pk
+    idle: str = ""  # "no call for 12 min": a running run its agent may have left
 
     @property
     def stop_href(self) -> str:
@@ -241,7 +243,7 @@ def timeline_build(
         stop=stop_lane, why=why_stopped(run, full.get(stop.pk) if stop else None),
         budget=budget_lines(run, agent), live=live,
         stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
-        call_pages=call_pages,
+        call_pages=call_pages, idle=idle_text(run=run, calls=agent, now=now),
     )  # fmt: skip
 
 

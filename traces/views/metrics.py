@@ -54,14 +54,16 @@ class MetricsQuery(forms.Form):
         error_messages={"invalid_choice": "must be “hour” or “day”, not “%(value)s”"},
     )
     tool = forms.CharField(max_length=128, required=False)
+    # The tools without calls in the window are listed only when asked for.
+    all = forms.BooleanField(required=False)
 
 
 @require_GET
 @console_required
 def metrics_page(request: HtmxHttpRequest) -> HttpResponse:
-    """Every tool's figures (or one tool's, `?tool=`) over the last hour or day
-    (`?window=hour|day`), with charts over both: flagged tools first, then active ones,
-    then the idle ones by name (traces/console/triage.py)."""
+    """Every active tool's figures (or one tool's, `?tool=`) over the last hour or day
+    (`?window=hour|day`), with charts over both: flagged tools first, then active ones;
+    the idle ones by name with `?all=1`, else a link to them (traces/console/triage.py)."""
     query = MetricsQuery(request.GET)
     if not query.is_valid():
         problems = [f"{name}: {error}" for name, errs in query.errors.items() for error in errs]
@@ -79,6 +81,7 @@ def metrics_page(request: HtmxHttpRequest) -> HttpResponse:
         scale=scale,
         only=only,
         sections=sections,
+        show_all=query.cleaned_data["all"],
         flagged=len(sections.flagged),
         dead_letters=sum(f.dead_letters_open for f in figures),
         approvals_pending=sum(f.approvals_pending for f in figures),

@@ -177,8 +177,8 @@ def test_it_shows_approvals_in_the_nav_to_reviewers_only(
 
 
 # session, user, the user's groups, the nav's three counts, the approvals with their calls,
-# runs and agents, the counts, the agents for the filter.
-QUEUE_QUERIES = 9
+# runs and agents, the counts, the tabs' counts, the agents for the filter.
+QUEUE_QUERIES = 10
 
 
 @pytest.mark.parametrize("count", [1, 6])

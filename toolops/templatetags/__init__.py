@@ -1,0 +1,1 @@
+"""Template tags the console's pages share (load them by module name)."""
