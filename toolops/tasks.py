@@ -8,6 +8,9 @@ from celery import shared_task
 from toolops import executor
 from toolops.approvals.services import approvals_expire, approvals_stalled, approved_call_execute
 
+# Registered with the worker from here: toolops.notify is not an app of its own.
+from toolops.notify import tasks as notify_tasks  # noqa: F401
+
 # Expired idempotency records are deleted by the retention purge (traces.tasks.purge_traces).
 
 
