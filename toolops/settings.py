@@ -447,3 +447,15 @@ CELERY_BEAT_SCHEDULE["notify-sweep"] = {
     "task": "toolops.notify.tasks.notify_sweep",
     "schedule": envfloat("TOOLOPS_NOTIFY_SWEEP_S", 10.0),
 }
+# What was sent to whom and when, one line each (at INFO, whatever the root's level).
+LOGGING["formatters"] = {"stamped": {"format": "%(asctime)s %(message)s"}}
+LOGGING["handlers"]["stamped"] = {
+    "class": "logging.StreamHandler", "filters": ["redact"], "formatter": "stamped"
+}  # fmt: skip
+LOGGING["loggers"] = {
+    "toolops.notify": {
+        "level": os.getenv("TOOLOPS_NOTIFY_LOG_LEVEL", "INFO"),
+        "handlers": ["stamped"],
+        "propagate": False,
+    }
+}
