@@ -37,6 +37,7 @@ from tests.console.conftest import (  # noqa: F401 - fixtures shared with the co
 from toolops.approvals.models import Approval, ApprovalVote
 from toolops.audit.models import AuditEntry
 from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy
+from toolops.notify.models import NotificationPreference
 from traces.models import FullArgsRead
 
 __all__ = ["PASSWORD", "World", "hold", "logged_in", "make_call", "make_run", "snapshot"]
@@ -124,6 +125,7 @@ def snapshot(client: Client | None = None) -> tuple[Any, ...]:
         rows(ToolPolicy),
         rows(Agent, "rate_limit_per_minute"),
         rows(CircuitBreaker, "state", "forced", "open_until"),
+        rows(NotificationPreference, "kind", "email"),
         LogEntry.objects.count(),
         FullArgsRead.objects.count(),
         AuditEntry.objects.count(),

@@ -87,6 +87,8 @@ ROUTES: dict[str, Kwargs] = {
     "lockout-unlock": _none,
     "agents": _none,
     "agent-rate-limit": lambda w: {"pk": w.agent.pk},
+    "profile": _none,
+    "notifications": _none,
 }
 
 # The routes that take a POST, each with the body its own form would send: with the
@@ -120,6 +122,7 @@ POSTS: dict[str, Body] = {
     "two-factor": lambda w, user: {"code": _code(user, confirmed=False)},
     "lockout-unlock": lambda w, user: {"username": LOCKED[0], "ip_address": LOCKED[1]},
     "agent-rate-limit": lambda w, user: {"rate_limit_per_minute": "7"},
+    "profile": lambda w, user: {"email": "forged@example.com", "kinds": []},
 }
 
 

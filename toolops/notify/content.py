@@ -78,8 +78,10 @@ def _approval(event: NotificationEvent) -> Content:
     call = ToolCall.objects.filter(approval=approval).first() if approval else None
     if approval is None or call is None:
         raise Moot("The approval no longer exists.")
-    if approval.status != Approval.Status.PENDING or approval.expires_at <= timezone.now():
-        raise Moot(f"The approval was {approval.get_status_display()} before it was sent.")
+    if approval.status != Approval.Status.PENDING:
+        raise Moot(f"The approval was {approval.status} before it was sent.")
+    if approval.expires_at <= timezone.now():
+        raise Moot("The approval expired before it was sent.")
     heading, pairs = _spec_title(call)
     left = time_left(approval.expires_at)
     agent = approval.run.agent.name
