@@ -38,10 +38,13 @@ def test_it_records_an_event_once_and_wakes_the_worker_once(
 def test_a_rolled_back_event_is_not_recorded_and_wakes_nobody(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    with django_capture_on_commit_callbacks() as woken:
-        with suppress(RuntimeError), transaction.atomic():
-            events.approval_waiting(approval_id="ap-1")
-            raise RuntimeError("the hold failed")
+    with (
+        django_capture_on_commit_callbacks() as woken,
+        suppress(RuntimeError),
+        transaction.atomic(),
+    ):
+        events.approval_waiting(approval_id="ap-1")
+        raise RuntimeError("the hold failed")
 
     assert keys() == [] and woken == []
 

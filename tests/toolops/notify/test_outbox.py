@@ -83,7 +83,7 @@ def test_the_message_has_the_facts_and_a_link_to_the_decision(
     assert f"https://toolops.example/console/approvals/{held.approval_id}/" in message.body
     assert "Agent agent-a asks to run this call" in message.body
     assert "Amount: 89.00" in message.body and "Tool: charge" in message.body
-    assert "ToolOps <toolops@localhost>" == message.from_email
+    assert message.from_email == "ToolOps <toolops@localhost>"
 
 
 def test_a_recipients_deliveries_are_sent_once(
