@@ -49,6 +49,6 @@ urlpatterns = [
     # The support desk (compensations/): its pages share the console's shell and names.
     path("", include("compensations.urls")),
     # Notifications (toolops/notify/): each person's choices, and the operators' outbox.
-    path("profile/", notify.profile, name="profile"),
+    path("account/notifications/", notify.profile, name="account-notifications"),
     path("notifications/", notify.outbox, name="notifications"),
 ]

@@ -87,7 +87,7 @@ ROUTES: dict[str, Kwargs] = {
     "lockout-unlock": _none,
     "agents": _none,
     "agent-rate-limit": lambda w: {"pk": w.agent.pk},
-    "profile": _none,
+    "account-notifications": _none,
     "notifications": _none,
 }
 
@@ -122,7 +122,7 @@ POSTS: dict[str, Body] = {
     "two-factor": lambda w, user: {"code": _code(user, confirmed=False)},
     "lockout-unlock": lambda w, user: {"username": LOCKED[0], "ip_address": LOCKED[1]},
     "agent-rate-limit": lambda w, user: {"rate_limit_per_minute": "7"},
-    "profile": lambda w, user: {"email": "forged@example.com", "kinds": []},
+    "account-notifications": lambda w, user: {"email": "forged@example.com", "kinds": []},
 }
 
 

@@ -132,7 +132,7 @@ ALLOWED: dict[str, set[str]] = {
     "audit": {"operator"},
     "lockouts": {"operator"}, "lockout-unlock": {"operator"},
     "agents": {"operator"}, "agent-rate-limit": {"operator"}, "two-factor": ANYONE,
-    "profile": ANYONE, "notifications": {"operator"},
+    "account-notifications": ANYONE, "notifications": {"operator"},
 }  # fmt: skip
 PERSONAS = ("outsider", "reviewer", "support", "operator")
 REFUSED = sorted(

@@ -32,7 +32,7 @@ def body(events: Sequence[NotificationEvent]) -> str:
         parts.append("\n".join(lines))
     footer = (
         "\n\n-- \nYou get this because of your group in ToolOps. Choose what reaches you: "
-        f"{settings.TOOLOPS_PUBLIC_URL.rstrip('/')}/console/profile/\n"
+        f"{settings.TOOLOPS_PUBLIC_URL.rstrip('/')}/console/account/notifications/\n"
     )
     return "\n\n----\n\n".join(parts) + footer
 

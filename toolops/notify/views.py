@@ -1,4 +1,4 @@
-"""The notification pages: each person's choices (/console/profile/, linked from their
+"""The notification pages: each person's choices (/console/account/notifications/, linked from their
 name in the top bar) and the operators' outbox (/console/notifications/): every
 delivery's state, attempts and last error."""
 
@@ -31,7 +31,7 @@ def profile(request: HtmxHttpRequest) -> HttpResponse:
             user.save(update_fields=["email"])  # type: ignore[union-attr]
             email_choices_save(user=user, kinds_on=form.cleaned_data["kinds"])
         messages.success(request, "Your notification choices are saved.")
-        return redirect("console:profile")
+        return redirect("console:account-notifications")
     status = 400 if request.method == "POST" else 200
     ctx = page_context(request, "account", form=form)
     return render(request, "notify/profile.html", ctx, status=status)

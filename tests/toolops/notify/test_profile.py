@@ -1,4 +1,4 @@
-"""Each person's notification choices (/console/profile/, behind their name in the top
+"""Each person's notification choices (/console/account/notifications/, behind their name in the top
 bar) and the operators' outbox page."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ def choices(user: Any) -> dict[str, bool]:
 def test_a_reviewer_finds_their_choices_behind_their_name(rita: Any) -> None:
     client = logged_in(rita)
     runs = client.get("/console/").content.decode()
-    assert 'class="user" href="/console/profile/"' in runs
+    assert 'class="user" href="/console/account/notifications/"' in runs
 
-    page = client.get("/console/profile/").content.decode()
+    page = client.get("/console/account/notifications/").content.decode()
     # Their group's kinds, on by default; no other group's.
     assert 'value="approval_waiting" id="id_kinds_0" checked' in page
     assert 'value="approval_expiring" id="id_kinds_1" checked' in page
@@ -38,7 +38,7 @@ def test_a_reviewer_finds_their_choices_behind_their_name(rita: Any) -> None:
 
 def test_a_reviewer_turns_a_kind_off_and_changes_their_address(rita: Any) -> None:
     answer = logged_in(rita).post(
-        "/console/profile/",
+        "/console/account/notifications/",
         {"email": "rita@shop.example", "kinds": ["approval_waiting"]},
         follow=True,
     )
@@ -65,7 +65,7 @@ def test_a_reviewer_turns_a_kind_off_and_changes_their_address(rita: Any) -> Non
 def test_bad_input_is_refused_with_a_clear_error_and_nothing_saved(
     rita: Any, data: dict[str, Any], error: str
 ) -> None:
-    answer = logged_in(rita).post("/console/profile/", data)
+    answer = logged_in(rita).post("/console/account/notifications/", data)
 
     assert answer.status_code == 400
     page = answer.content.decode()
