@@ -81,7 +81,7 @@ def _fan_out(event: NotificationEvent) -> list[tuple[str, str]]:
         ignore_conflicts=True,
     )
     log.info(
-        "notify: %s recorded for %s",
+        "notify: %s queued for %s",
         event.key,
         ", ".join(f"{c}:{t}" for c, t, _ in targets) or "nobody",
     )

@@ -26,7 +26,9 @@ TIMEOUT_S = 5.0
 
 
 def payload(events: Sequence[NotificationEvent]) -> dict[str, Any]:
-    lines = [f"<{e.link}|{e.subject}>" for e in events]
+    # Plain text with bare links: Slack and Mattermost both link them (their link
+    # syntaxes differ: Slack's <url|text>, Mattermost's Markdown).
+    lines = [f"{e.subject} {e.link}" for e in events]
     text = lines[0] if len(lines) == 1 else f"{len(lines)} things need you:\n" + "\n".join(lines)
     return {
         "text": text,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -128,17 +129,24 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
 
 
 def test_a_burst_is_one_message_and_a_failing_webhook_is_shown_failed(
-    agent_http: Callable[..., tuple[Worker, httpx.Client]], smtp: SmtpServer,
-    hook: WebhookReceiver, django_user_model: Any,
+    worker: Callable[..., Worker], toolops_server: Callable[..., Any],
+    agent_a: tuple[Agent, str], tmp_path: Path, smtp: SmtpServer, hook: WebhookReceiver,
+    django_user_model: Any,
 ) -> None:  # fmt: skip
     make_user(django_user_model, "rita", "reviewers", email="rita@example.com")
     hook.fail_with = 500
-    env = stack_env(smtp, hook, TOOLOPS_NOTIFY_WINDOW_S="3", TOOLOPS_NOTIFY_MAX_ATTEMPTS="3",
+    # The server shares the broker the worker will read: the three holds are queued
+    # before the worker starts, so all three fall in one window however slow the machine.
+    server = toolops_server(TOOLOPS_DATA_DIR=str(tmp_path / "var"))
+    auth = {"Authorization": f"Bearer {agent_a[1]}"}
+    with httpx.Client(base_url=server.url, headers=auth, timeout=40) as http:
+        for n in range(3):
+            hold(http, "r-1", step=n, order_id=f"ord-{n}")
+    env = stack_env(smtp, hook, TOOLOPS_NOTIFY_WINDOW_S="5", TOOLOPS_NOTIFY_MAX_ATTEMPTS="3",
                     TOOLOPS_NOTIFY_RETRY_BASE_S="0.5")  # fmt: skip
-    w, http = agent_http(**env)
+    w = worker(**env)
+    assert w.data_dir == tmp_path / "var"
 
-    for n in range(3):
-        hold(http, "r-1", step=n, order_id=f"ord-{n}")
     failed = NotificationDelivery.objects.filter(channel="webhook", status="failed")
     wait_for(lambda: smtp.messages and failed.count() == 3, 60, w)
 

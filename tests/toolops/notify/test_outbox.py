@@ -143,8 +143,9 @@ def test_a_group_webhook_gets_a_signed_chat_message(
 
     [hook] = receiver.hooks
     assert hook.signed
-    assert hook.body["text"].startswith(
-        f"<http://localhost:8000/console/approvals/{held.approval_id}/|"
+    assert hook.body["text"] == (
+        "Approval waiting: Charge 89.00 EUR to customer cus_42 for order ord-1 "
+        f"http://localhost:8000/console/approvals/{held.approval_id}/"
     )
     assert hook.body["events"][0]["fields"]["Customer"] == "cus_42"
 
