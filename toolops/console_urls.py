@@ -51,4 +51,5 @@ urlpatterns = [
     # Notifications (toolops/notify/): each person's choices, and the operators' outbox.
     path("account/notifications/", notify.profile, name="account-notifications"),
     path("notifications/", notify.outbox, name="notifications"),
+    path("notifications/<int:pk>/retry/", notify.outbox_retry, name="notification-retry"),
 ]

@@ -88,6 +88,21 @@ def _fan_out(event: NotificationEvent) -> list[tuple[str, str]]:
     return [(c, t) for c, t, _ in targets]
 
 
+def delivery_retry(*, delivery_pk: int) -> bool:
+    """An operator sends a failed delivery again (after fixing a webhook or an address):
+    due at once, with its tries counted afresh. False when it had not failed (nothing
+    changed)."""
+    delivery = Delivery.objects.filter(pk=delivery_pk).first()
+    if delivery is None:
+        return False
+    again = Delivery.objects.filter(pk=delivery_pk, status=Status.FAILED).update(
+        status=Status.PENDING, attempts=0, next_attempt_at=timezone.now(), lease_until=None
+    )
+    if again:
+        transaction.on_commit(lambda: wake(delivery.channel, delivery.target, after_s=0))
+    return again == 1
+
+
 def deliveries_send(*, channel: str, target: str) -> int:
     """Send `target`'s due deliveries on `channel` as one message. Returns how many went
     out (0 when another worker took them, or none is due)."""

@@ -99,3 +99,44 @@ def test_operators_see_each_deliverys_state_and_error(django_user_model: Any) ->
     assert "The approval was approved before it was sent." in page
     sent_only = olga.get("/console/notifications/?status=sent").content.decode()
     assert "Could not connect" not in sent_only
+
+
+def failed_delivery(status: str = "failed") -> NotificationDelivery:
+    event = NotificationEvent.objects.create(
+        key="breaker_opened:x:1", kind="breaker_opened", ref="x"
+    )
+    return NotificationDelivery.objects.create(
+        event=event, channel="webhook", target="operators", status=status, attempts=6,
+        last_error="Could not connect to the webhook at chat.example.",
+    )  # fmt: skip
+
+
+def test_an_operator_sends_a_failed_message_again(
+    django_user_model: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    delivery = failed_delivery()
+    olga = logged_in(make_user(django_user_model, "olga", "operators"))
+
+    with django_capture_on_commit_callbacks() as woken:
+        answer = olga.post(f"/console/notifications/{delivery.pk}/retry/", follow=True)
+
+    assert "The message to operators will be sent again now." in answer.content.decode()
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("pending", 0)
+    assert len(woken) == 1
+
+
+def test_only_a_failed_message_can_be_sent_again(
+    django_user_model: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    delivery = failed_delivery(status="sent")
+    olga = logged_in(make_user(django_user_model, "olga", "operators"))
+
+    with django_capture_on_commit_callbacks() as woken:
+        answer = olga.post(f"/console/notifications/{delivery.pk}/retry/", follow=True)
+
+    page = answer.content.decode()
+    assert "Only a failed message can be sent again: this one is sent." in page
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("sent", 6) and woken == []
+    assert olga.post("/console/notifications/987654/retry/").status_code == 404
