@@ -65,12 +65,12 @@ def _spec_title(call: ToolCall) -> tuple[str, list[tuple[str, str]]]:
 def time_left(until: datetime) -> str:
     seconds = int((until - timezone.now()).total_seconds())
     if seconds <= 0:
-        return "no time left"
+        return "no time"
     if seconds < 120:
-        return f"{seconds} seconds left"
+        return f"{seconds} seconds"
     if seconds < 7200:
-        return f"{seconds // 60} minutes left"
-    return f"{seconds // 3600} hours left"
+        return f"{seconds // 60} minutes"
+    return f"{seconds // 3600} hours"
 
 
 def _approval(event: NotificationEvent) -> Content:
@@ -83,7 +83,7 @@ def _approval(event: NotificationEvent) -> Content:
     if approval.expires_at <= timezone.now():
         raise Moot("The approval expired before it was sent.")
     heading, pairs = _spec_title(call)
-    left = time_left(approval.expires_at)
+    left = f"{time_left(approval.expires_at)} left"
     agent = approval.run.agent.name
     if event.kind == Kind.APPROVAL_EXPIRING:
         subject = f"Expiring soon ({left}): {heading}"
@@ -97,7 +97,12 @@ def _approval(event: NotificationEvent) -> Content:
             f"Agent {agent} asks to run this call and waits for a decision ({left}): "
             f"{approval.get_reason_display()}."
         )
-    pairs = [("Tool", call.tool), *pairs, ("Agent", agent), ("Time left", left)]
+    pairs = [
+        ("Tool", call.tool),
+        *pairs,
+        ("Agent", agent),
+        ("Time left", time_left(approval.expires_at)),
+    ]
     return Content(subject, text, absolute(f"/console/approvals/{approval.approval_id}/"), pairs)
 
 
@@ -147,5 +152,5 @@ def _breaker(event: NotificationEvent) -> Content:
     )
     pairs = [("Tool", breaker.tool), ("Why", breaker.reason or "too many failures")]
     if breaker.open_until:
-        pairs.append(("Tried again", time_left(breaker.open_until).replace(" left", " from now")))
+        pairs.append(("Tried again", f"in {time_left(breaker.open_until)}"))
     return Content(subject, text, absolute("/console/health/"), pairs)

@@ -115,8 +115,10 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
         {"decision": "approve", "note": "", "args_hash": approval.args_hash},
     )
     assert decided.status_code == 302
+    decided_at = time.monotonic()
     done = lambda: ToolCall.objects.get(call_id=call["call_id"]).status == "succeeded"  # noqa: E731
     wait_for(done, 30, w)
+    charged_at = time.monotonic()
 
     assert len(shop.requests("/payments/charges")) == 1
     assert len(smtp.messages) == 1 and len(hook.hooks) == 1
@@ -125,7 +127,10 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
     print(f"\n+0.00 s  charge held (approval {approval.approval_id})")
     print(f"+{mail_at - held_at:.2f} s  e-mail received by rita@example.com: {mail['Subject']}")
     print(f"+{hook_at - held_at:.2f} s  webhook received, signature checked: {webhook.signed}")
+    print(f"+{decided_at - held_at:.2f} s  rita followed the link and approved")
+    print(f"+{charged_at - held_at:.2f} s  the charge succeeded, sent to the shop once")
     print("worker log:\n" + "\n".join(flow_log(w)))
+    print("the e-mail:\n" + text)
 
 
 def test_a_burst_is_one_message_and_a_failing_webhook_is_shown_failed(

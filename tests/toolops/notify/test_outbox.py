@@ -3,10 +3,13 @@ reaches, what the message says, once-only sends, and events that no longer need 
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core import mail
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.compensations.conftest import dead_letter
@@ -16,11 +19,12 @@ from tests.toolops.api.helpers import create_run, post_call
 from toolops.models import (
     Agent,
     Approval,
+    CircuitBreaker,
     NotificationDelivery,
     NotificationEvent,
     NotificationPreference,
 )
-from toolops.notify import outbox
+from toolops.notify import events, outbox
 
 from .receivers import WebhookReceiver
 
@@ -166,3 +170,25 @@ def test_a_webhook_with_a_wrong_secret_is_refused_and_retried_later(
     assert (delivery.status, delivery.attempts) == ("pending", 1)
     assert delivery.last_error == "The webhook at 127.0.0.1 answered 401 Unauthorized."
     assert receiver.hooks[0].signed is False
+
+
+def test_operators_are_told_a_tool_was_switched_off(
+    django_user_model: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    make_user(django_user_model, "olga", "operators", email="olga@example.com")
+    make_user(django_user_model, "rita", "reviewers", email="rita@example.com")
+    CircuitBreaker.objects.create(
+        tool="charge", state="open", reason="5 consecutive failures",
+        opened_at=timezone.now(), open_until=timezone.now() + timedelta(seconds=90),
+    )  # fmt: skip
+    with django_capture_on_commit_callbacks():
+        events.breaker_opened(tool="charge", opened_at="t1")
+
+    event = fan_out(django_capture_on_commit_callbacks)
+
+    assert targets() == {"olga@example.com"}
+    assert event.subject == "Tool charge switched off: 5 consecutive failures"
+    fields = dict(event.fields)
+    assert fields["Why"] == "5 consecutive failures"
+    assert re.fullmatch(r"in \d+ seconds", fields["Tried again"])
+    assert event.link == "http://localhost:8000/console/health/"
