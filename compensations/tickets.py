@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from compensations import live
 from compensations.models import Compensation, Ticket, TicketEvent
+from toolops.notify import events as notify
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -26,7 +27,8 @@ def ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
         defaults={"run_id": compensation.run_id, "tool": compensation.tool, "reason": reason},
     )
     if created:
-        ticket_event(ticket, None, Kind.OPENED, text)
+        opening = ticket_event(ticket, None, Kind.OPENED, text)
+        notify.ticket_opened(ticket_pk=ticket.pk, opening=opening.pk)
         return ticket
     kind = Kind.DEAD_LETTERED if ticket.status == Ticket.Status.OPEN else Kind.REOPENED
     if ticket.reason == Ticket.Reason.UNMAPPABLE:
@@ -34,7 +36,9 @@ def ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
     Ticket.objects.filter(pk=ticket.pk).update(
         status=Ticket.Status.OPEN, closed_at=None, updated_at=now, reason=reason
     )
-    ticket_event(ticket, None, kind, text)
+    opening = ticket_event(ticket, None, kind, text)
+    if kind == Kind.REOPENED:
+        notify.ticket_opened(ticket_pk=ticket.pk, opening=opening.pk)
     return ticket
 
 

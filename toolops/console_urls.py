@@ -8,6 +8,7 @@ from traces.views import metrics as traces_metrics
 from traces.views import timeline as traces_timeline
 
 from .approvals import views as approvals
+from .notify import views as notify
 from .views import accounts, agents, audit, health, login, runs, tools, unknown
 
 app_name = "console"
@@ -47,4 +48,8 @@ urlpatterns = [
     path("approvals/<str:approval_id>/decide/", approvals.approval_decide, name="approval-decide"),
     # The support desk (compensations/): its pages share the console's shell and names.
     path("", include("compensations.urls")),
+    # Notifications (toolops/notify/): each person's choices, and the operators' outbox.
+    path("account/notifications/", notify.profile, name="account-notifications"),
+    path("notifications/", notify.outbox, name="notifications"),
+    path("notifications/<int:pk>/retry/", notify.outbox_retry, name="notification-retry"),
 ]

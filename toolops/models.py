@@ -14,6 +14,11 @@ from django.utils import timezone
 from toolops.approvals.models import Approval, ApprovalVote
 from toolops.audit.models import AuditEntry
 from toolops.ids import new_span_id, new_trace_id
+from toolops.notify.models import (
+    NotificationDelivery,
+    NotificationEvent,
+    NotificationPreference,
+)
 
 TOKEN_PREFIX = "tops_"
 
@@ -395,5 +400,6 @@ class CircuitBreaker(models.Model):
 
 
 __all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "AuditEntry", "CircuitBreaker",
-           "IdempotencyRecord", "RateWindow", "Run", "ToolCall", "ToolPolicy",
+           "IdempotencyRecord", "NotificationDelivery", "NotificationEvent",
+           "NotificationPreference", "RateWindow", "Run", "ToolCall", "ToolPolicy",
            "new_span_id", "new_trace_id"]  # fmt: skip

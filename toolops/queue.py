@@ -27,3 +27,9 @@ def task(name: str) -> Task:
 def enqueue_on_commit(name: str, *args: object) -> None:
     """Send `name(*args)` to a worker when the transaction commits (at once outside one)."""
     transaction.on_commit(lambda: task(name).delay(*args))
+
+
+# Notifications (toolops/notify/): an event recorded → its recipients and message worked
+# out; a recipient's due deliveries → one message sent.
+NOTIFY_EVENT = "toolops.notify.tasks.notify_event"
+NOTIFY_DELIVER = "toolops.notify.tasks.notify_deliver"

@@ -9,6 +9,9 @@ from toolops import executor
 from toolops.approvals.services import approvals_expire, approvals_stalled, approved_call_execute
 from toolops.idle import idle_runs_abort
 
+# Registered with the worker from here: toolops.notify is not an app of its own.
+from toolops.notify import tasks as notify_tasks  # noqa: F401
+
 # Expired idempotency records are deleted by the retention purge (traces.tasks.purge_traces).
 
 

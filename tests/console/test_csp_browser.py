@@ -133,6 +133,8 @@ def console_pages(rows: dict[str, Any], ticket: Ticket, user: Any) -> dict[str, 
         "agent-rate-limit": f"/console/agents/{run.agent_id}/rate-limit/",
         "lockouts": "/console/lockouts/",
         "two-factor": "/console/account/two-factor/",
+        "account-notifications": "/console/account/notifications/",
+        "notifications": "/console/notifications/",
         "login-code": "/console/login/code/",  # no password step pending: the login page
         # Not a route of its own: the search's page when nothing matches, and the admin's.
         "search (no match)": "/console/search/?q=nothing-matches-this",

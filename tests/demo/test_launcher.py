@@ -15,6 +15,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.waiting import wait_until
 from toolops.demo import agent
 from toolops.demo.logins import LOGINS_FILE, agent_token
 from toolops.demo.processes import port_is_free
@@ -99,6 +100,7 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         )
         check_mcp(next(x for x in launcher.lines if x.startswith("MCP: ")), token)
         assert any(x.startswith("Watch an approval expire: ") for x in launcher.lines)
+        check_notifications(f"http://127.0.0.1:{port}", launcher.password("operator"), data_dir)
         # Nobody decides the voucher: the worker's periodic sweep expires it (20 s, then
         # within 15 s), and the agent's watcher, still running in the launcher, says so.
         expired = launcher.wait_for("↳ approval expires:", timeout_s=60)
@@ -115,6 +117,21 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         launcher.kill_all()
     # On SQLite too, the model is told when the breaker closes in UTC, not a bare time.
     assert_until_in_utc(next(x for x in launcher.lines if x.startswith("✓ circuit breaker")))
+
+
+def check_notifications(web_url: str, password: str, data_dir: Path) -> None:
+    """The reviewer is e-mailed (files in the data directory) of the calls left to a
+    person, and the outbox page shows what was sent."""
+
+    def mailed() -> bool:
+        texts = [f.read_text() for f in (data_dir / "mail").glob("*.log")]
+        return any("Approval waiting: " in t and "To: reviewer@example.com" in t for t in texts)
+
+    wait_until(mailed, 60, every=0.5, failure="no approval e-mail in the data directory")
+    with httpx.Client(base_url=web_url, follow_redirects=True, timeout=20) as client:
+        log_in(client, "operator", password)
+        page = client.get("/console/notifications/?status=sent").text
+    assert "reviewer@example.com" in page and "Approval waiting: " in page, page[:3000]
 
 
 def short_voucher_catalog(tmp_path: Path, shop_port: int) -> Path:

@@ -37,6 +37,7 @@ from tests.console.conftest import (  # noqa: F401 - fixtures shared with the co
 from toolops.approvals.models import Approval, ApprovalVote
 from toolops.audit.models import AuditEntry
 from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy
+from toolops.notify.models import NotificationDelivery, NotificationEvent, NotificationPreference
 from traces.models import FullArgsRead
 
 __all__ = ["PASSWORD", "World", "hold", "logged_in", "make_call", "make_run", "snapshot"]
@@ -94,6 +95,11 @@ def world(agent_a: tuple[Agent, str], console_catalog: Any) -> World:
     )  # fmt: skip
     approval = hold(run, "tc-held")
     ticket = dead_letter(agent, "r-dead")
+    # The ticket's message to support's webhook, failed for good (the outbox's Send again).
+    NotificationDelivery.objects.create(
+        event=NotificationEvent.objects.get(kind="ticket_opened"), channel="webhook",
+        target="support", status="failed",
+    )  # fmt: skip
     # A login locked by repeated failures, for the operator's unlock.
     AccessAttempt.objects.create(
         username=LOCKED[0], ip_address=LOCKED[1], user_agent="guesser",
@@ -124,6 +130,8 @@ def snapshot(client: Client | None = None) -> tuple[Any, ...]:
         rows(ToolPolicy),
         rows(Agent, "rate_limit_per_minute"),
         rows(CircuitBreaker, "state", "forced", "open_until"),
+        rows(NotificationPreference, "kind", "email"),
+        rows(NotificationDelivery, "status"),
         LogEntry.objects.count(),
         FullArgsRead.objects.count(),
         AuditEntry.objects.count(),

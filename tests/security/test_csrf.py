@@ -25,6 +25,7 @@ from tests.console.test_two_factor import code_for
 from tests.security.conftest import LOCKED, PASSWORD, World, snapshot
 from toolops.accounts import twofactor
 from toolops.forms import TOOK_EFFECT
+from toolops.notify.models import NotificationDelivery
 
 pytestmark = pytest.mark.django_db
 
@@ -87,6 +88,9 @@ ROUTES: dict[str, Kwargs] = {
     "lockout-unlock": _none,
     "agents": _none,
     "agent-rate-limit": lambda w: {"pk": w.agent.pk},
+    "account-notifications": _none,
+    "notifications": _none,
+    "notification-retry": lambda w: {"pk": NotificationDelivery.objects.get(status="failed").pk},
 }
 
 # The routes that take a POST, each with the body its own form would send: with the
@@ -121,6 +125,8 @@ POSTS: dict[str, Body] = {
     "two-factor": lambda w, user: {"code": _code(user, confirmed=False)},
     "lockout-unlock": lambda w, user: {"username": LOCKED[0], "ip_address": LOCKED[1]},
     "agent-rate-limit": lambda w, user: {"rate_limit_per_minute": "7"},
+    "account-notifications": lambda w, user: {"email": "forged@example.com", "kinds": []},
+    "notification-retry": lambda w, user: {},
 }
 
 

@@ -132,6 +132,8 @@ ALLOWED: dict[str, set[str]] = {
     "audit": {"operator"},
     "lockouts": {"operator"}, "lockout-unlock": {"operator"},
     "agents": {"operator"}, "agent-rate-limit": {"operator"}, "two-factor": ANYONE,
+    "account-notifications": ANYONE, "notifications": {"operator"},
+    "notification-retry": {"operator"},
 }  # fmt: skip
 PERSONAS = ("outsider", "reviewer", "support", "operator")
 REFUSED = sorted(

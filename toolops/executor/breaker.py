@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from toolops.models import Attempt, CircuitBreaker
+from toolops.notify import events as notify
 from toolops.tools.outcome import Failure, Outcome
 from toolops.tools.spec import ToolSpec
 
@@ -163,13 +164,19 @@ def _window_rate(spec: ToolSpec) -> float | None:
 
 
 def _trip(spec: ToolSpec, reason: str, from_states: tuple[str, ...] = (State.CLOSED,)) -> None:
-    CircuitBreaker.objects.filter(tool=spec.name, state__in=from_states, forced=False).update(
+    tripped = CircuitBreaker.objects.filter(
+        tool=spec.name, state__in=from_states, forced=False
+    ).update(
         state=State.OPEN,
         opened_at=Now(),
         open_until=Now() + _seconds(spec.breaker.cooldown_s),
         probe_until=None,
         reason=reason[:200],
     )
+    # Operators are told when a closed breaker opens, not of each failed probe after.
+    if tripped and State.CLOSED in from_states:
+        opened = CircuitBreaker.objects.filter(tool=spec.name).values_list("opened_at").first()
+        notify.breaker_opened(tool=spec.name, opened_at=str(opened[0] if opened else ""))
 
 
 def force_open(*, tool: str, seconds: float, reason: str) -> None:

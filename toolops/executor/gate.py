@@ -17,6 +17,7 @@ from django.utils import timezone
 from toolops import live
 from toolops.approvals.models import LIVE_GROUP, Approval
 from toolops.models import Run, ToolCall
+from toolops.notify import events as notify
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
@@ -109,6 +110,8 @@ def _approval_open(*, run: Run, call: ToolCall, need: Need) -> Approval:
         expires_at=timezone.now() + timedelta(seconds=need.ttl_s),
     )  # fmt: skip
     live.changed(group=LIVE_GROUP, item=approval.pk)
+    # Recorded with the hold: a rolled-back hold tells nobody.
+    notify.approval_waiting(approval_id=approval.approval_id)
     return approval
 
 

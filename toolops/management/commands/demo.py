@@ -92,6 +92,10 @@ def child_env(shop_port: int, data_dir: Path) -> dict[str, str]:
     # fresh, not the web process's answer of a few seconds ago.
     env.setdefault("TOOLOPS_METRICS_CACHE_S", "0")
     env["PYTHONUNBUFFERED"] = "1"  # logs reach var/log/ as they happen
+    # Notifications (docs/notifications.md): e-mails written as files in the data
+    # directory, and every message on the outbox page.
+    env.setdefault("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+    env.setdefault("EMAIL_FILE_PATH", str(data_dir / "mail"))
     return env
 
 
@@ -114,9 +118,11 @@ def ensure_user(username: str, group: str | None, password: str | None) -> str |
     if user is None:
         password = password or secrets.token_urlsafe(9)
         if group is None:
-            user = user_model.objects.create_superuser(username, "", password)
+            user = user_model.objects.create_superuser(
+                username, f"{username}@example.com", password
+            )
         else:
-            user = user_model.objects.create_user(username, "", password)
+            user = user_model.objects.create_user(username, f"{username}@example.com", password)
     elif password is None:
         return None
     elif not user.check_password(password):
@@ -268,6 +274,7 @@ class Command(BaseCommand):
         goes into `children` as soon as it runs, before the wait: if it never gets ready,
         handle() still stops it."""
         env = child_env(shop_port, data_dir)
+        env.setdefault("TOOLOPS_PUBLIC_URL", f"http://{HOST}:{port}")  # notifications' links
         self.say(f"Tool catalog: {env['TOOLOPS_TOOLS_FILE']}")
         self._start_shop(children, env, shop_port, data_dir, log_dir, reset_shop)
         self._start_web(children, env, port, log_dir)
@@ -366,6 +373,9 @@ class Command(BaseCommand):
             self.say(f"  {name:<9} {password:<16} {group or 'superuser':<10} {role}")
         for line in agent_lines(web_url, shop_url, logins):
             self.say(line)
+        backend = os.getenv("EMAIL_BACKEND")
+        mail = f"through {backend}" if backend else f"as files in {settings.EMAIL_FILE_PATH}"
+        self.say(f"Notifications: {web_url}/console/notifications/ (as operator); e-mails {mail}")
         self.say("Logs: " + ", ".join(str(c.log_path) for c in children))
         self.say("Ctrl-C stops everything.")
 

@@ -1,0 +1,89 @@
+"""The webhook channel: one JSON POST per group, in the shape chat tools accept (Slack
+and Mattermost incoming webhooks read `text` and `attachments[].fields`), with the
+events also as plain data under `events` for anything else.
+
+Signed: `X-ToolOps-Timestamp` (Unix seconds) and `X-ToolOps-Signature: sha256=<hex>`,
+the HMAC-SHA256 of "<timestamp>.<raw body>" under the group's secret; a receiver that
+checks the signature and refuses old timestamps cannot be fed forged or replayed
+messages (docs/notifications.md shows the check)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from toolops.notify.email import SendFailed
+from toolops.notify.models import NotificationEvent
+
+TIMEOUT_S = 5.0
+
+
+def payload(events: Sequence[NotificationEvent]) -> dict[str, Any]:
+    # Plain text with bare links: Slack and Mattermost both link them (their link
+    # syntaxes differ: Slack's <url|text>, Mattermost's Markdown).
+    lines = [f"{e.subject} {e.link}" for e in events]
+    text = lines[0] if len(lines) == 1 else f"{len(lines)} things need you:\n" + "\n".join(lines)
+    return {
+        "text": text,
+        "attachments": [
+            {
+                "fallback": event.subject,
+                "title": event.subject,
+                "title_link": event.link,
+                "text": event.text,
+                "fields": [{"title": k, "value": v, "short": True} for k, v in event.fields],
+            }
+            for event in events
+        ],
+        "events": [
+            {
+                "kind": event.kind,
+                "key": event.key,
+                "subject": event.subject,
+                "text": event.text,
+                "link": event.link,
+                "fields": dict(event.fields),
+                "created_at": event.created_at.isoformat(),
+            }
+            for event in events
+        ],
+    }
+
+
+def signature(secret: str, timestamp: str, raw: bytes) -> str:
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + raw, hashlib.sha256)
+    return f"sha256={digest.hexdigest()}"
+
+
+def send(*, group: str, events: Sequence[NotificationEvent], message_id: str) -> None:
+    url, secret = settings.TOOLOPS_WEBHOOKS[group]
+    raw = json.dumps(payload(events), ensure_ascii=False).encode()
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "ToolOps-Notifications",
+        "X-ToolOps-Timestamp": timestamp,
+        "X-ToolOps-Signature": signature(secret, timestamp, raw),
+        "X-ToolOps-Delivery": message_id,
+    }
+    host = httpx.URL(url).host
+    try:
+        response = httpx.post(url, content=raw, headers=headers, timeout=TIMEOUT_S)
+    except httpx.TimeoutException:
+        raise SendFailed(f"The webhook at {host} did not answer within {TIMEOUT_S:g} s.") from None
+    except httpx.ConnectError:
+        raise SendFailed(f"Could not connect to the webhook at {host}.") from None
+    except httpx.HTTPError:
+        raise SendFailed(f"The connection to the webhook at {host} broke off.") from None
+    if not response.is_success:
+        raise SendFailed(
+            f"The webhook at {host} answered {response.status_code} "
+            f"{response.reason_phrase or 'error'}."
+        )
