@@ -70,6 +70,8 @@ def error_sentence(text: str, *, tool: str, spec: ToolSpec | None = None) -> str
         return ""
     the = f"the {service_name(tool, spec)} service"
     lower = text.lower()
+    if re.search(r"\bservice\b", lower) and _PYTHON.search(text) is None:
+        return text  # already a sentence about a service: "orders service timed out …"
     http = _HTTP.match(text)
     if http:
         status = int(http.group(1))

@@ -25,6 +25,8 @@ LOCAL = ToolSpec(name="quote_total", kind="read")
         ),
         ("HTTP 503: injected_fault", "the payments service answered 503 (unavailable)"),
         ("HTTP 500", "the payments service answered 500 (internal error)"),
+        # Already a sentence about a service: kept, with what it says beyond the words.
+        ("orders service timed out after 2 attempts", "orders service timed out after 2 attempts"),
         ("HTTP 418: teapot", "the payments service answered 418 (i'm a teapot)"),
         ("no response within 2 s", "no answer from the payments service within 2 s"),
         ("TimeoutError()", "no answer from the payments service in time"),
