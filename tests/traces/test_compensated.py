@@ -94,3 +94,21 @@ def test_an_undo_call_on_the_page_brings_its_compensation(
 def test_page_numbers_are_joined_into_ranges() -> None:
     assert _ranges([]) == []
     assert _ranges([1, 2, 3, 5, 7, 8]) == [PageRange(1, 3), PageRange(5, 5), PageRange(7, 8)]
+
+
+def test_an_aborted_runs_summary_says_so_and_what_was_undone(
+    reviewer_client: Client, agent_a: tuple[Agent, str]
+) -> None:
+    run = make_long_run(agent_a[0], 3, compensations=3)
+    Compensation.objects.filter(call__step_index=0).update(status="succeeded")
+    Compensation.objects.filter(call__step_index=1).update(status="dead_lettered")
+    run.status = "compensation_failed"
+    run.save(update_fields=["status"])
+
+    page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
+
+    summary = re.search(r'<p class="summary-text">(.*?)</p>', page, re.S)
+    assert summary is not None
+    assert summary[1].startswith("Aborted after 3 of 3 tool calls succeeded; failed to undo: ")
+    assert "still undoing: " in summary[1] and "undone: " in summary[1]
+    assert not summary[1].startswith("All 3 of 3")

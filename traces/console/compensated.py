@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from compensations.models import Compensation
+from toolops.summary import ABORT_STATES, abort_text
 
 from .timeline import Timeline
 
@@ -40,6 +41,8 @@ class RunCompensations:
     by_status: list[tuple[str, int]]  # the run's, in the order of Compensation.Status
     elsewhere: list[PageRange]  # the other pages that list some
     paged: bool  # the run's calls take more than one page
+    # An aborted run's first sentence: that it was aborted, and what was undone or not.
+    aborted: str = ""
 
     @property
     def pages_elsewhere(self) -> int:
@@ -53,10 +56,16 @@ def compensations_build(*, timeline: Timeline) -> RunCompensations:
     # Small columns of every compensation of the run: its totals and where the others are.
     counts: Counter[str] = Counter()
     pages: set[int] = set()
-    light = Compensation.objects.filter(run=timeline.run).values_list("call_id", "status")
-    for call_pk, status in light:
+    light = (
+        Compensation.objects.filter(run=timeline.run)
+        .order_by("-pk")
+        .values_list("call_id", "status", "tool")
+    )
+    undo: list[tuple[str, str]] = []
+    for call_pk, status, tool in light:
         counts[status] += 1
         pages.add(timeline.call_pages.get(call_pk, current))
+        undo.append((tool, status))
     # By the shown calls, not by the ids above: the same query on every page, even one
     # with none to show.
     full = (
@@ -78,7 +87,15 @@ def compensations_build(*, timeline: Timeline) -> RunCompensations:
         by_status=[(s.value, counts[s.value]) for s in Compensation.Status if counts[s.value]],
         elsewhere=_ranges(sorted(pages - {current})),
         paged=timeline.window.pages > 1,
+        aborted=_aborted(timeline, undo),
     )
+
+
+def _aborted(timeline: Timeline, undo: list[tuple[str, str]]) -> str:
+    """The runs list's sentence for an aborted run, on its page too (toolops/summary.py)."""
+    if timeline.run.status not in ABORT_STATES:
+        return ""
+    return abort_text(status=timeline.run.status, calls=timeline.agent_calls, undo=undo)
 
 
 def _ranges(pages: list[int]) -> list[PageRange]:

@@ -179,6 +179,7 @@ class Timeline:
     pages: dict[str, int]  # call_id → the page that shows it
     call_pages: dict[int, int]  # the same, by the call's pk
     idle: str = ""  # "no call for 12 min": a running run its agent may have left
+    agent_calls: list[ToolCall] = field(default_factory=list)  # the agent's, not the undos
 
     @property
     def stop_href(self) -> str:
@@ -244,6 +245,7 @@ def timeline_build(
         budget=budget_lines(run, agent), live=live,
         stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
         call_pages=call_pages, idle=idle_text(run=run, calls=agent, now=now),
+        agent_calls=list(agent),
     )  # fmt: skip
 
 
