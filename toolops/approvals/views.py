@@ -82,6 +82,7 @@ class QueueRow:
     approval: Approval
     call: ToolCall | None
     action: str
+    reason: str  # the reason's badge, aware of the catalog's undo ("undone only by refund")
 
 
 @require_GET
@@ -99,7 +100,10 @@ def approval_queue(request: HtmxHttpRequest) -> HttpResponse:
     rows = []
     for approval in approvals[: selectors.QUEUE_LIMIT]:
         call = selectors.held_call(approval)
-        rows.append(QueueRow(approval, call, _action(approval, call, specs)))
+        reason = reason_label(
+            approval.reason, approval.get_reason_display(), specs.get(approval.tool)
+        )
+        rows.append(QueueRow(approval, call, _action(approval, call, specs), reason))
     ctx = _live(
         form=form, filters=filters, rows=rows, counts=selectors.approval_counts(),
         limit=selectors.QUEUE_LIMIT, now=timezone.now(),

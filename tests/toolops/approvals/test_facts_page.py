@@ -54,6 +54,19 @@ def test_a_charge_reads_by_its_facts_and_says_which_undo_exists(
     assert "&quot;amount&quot;: &quot;89.00&quot;" in technical
 
 
+def test_the_queue_titles_a_charge_and_names_its_undo(
+    reviewer: Any, agent_a: tuple[Agent, str], facts_catalog: Any
+) -> None:
+    hold(make_run(agent_a[0], "r-charge"), "tc-1", "charge", CHARGE)
+
+    page = logged_in(reviewer).get("/console/approvals/").content.decode()
+
+    row = page[page.index('class="approval-row') :]
+    row = row[: row.index("</tr>")]
+    assert "Charge 89.00 EUR to customer cus_42 for order ord_1" in row
+    assert "undone only by refund" in row and "cannot be undone" not in row.lower()
+
+
 def test_a_tool_without_an_undo_says_it_cannot_be_undone(
     reviewer: Any, agent_a: tuple[Agent, str], facts_catalog: Any
 ) -> None:
