@@ -84,7 +84,8 @@ def test_it_enrols_a_totp_device_and_asks_for_the_code_at_login(
     expect(page.get_by_role("heading", name="Approvals")).to_be_visible()  # her work
 
     # Enrol: the secret is shown as text; a code from it confirms the device.
-    page.get_by_role("link", name="rita").click()
+    page.get_by_role("link", name="rita").click()  # her account: notifications, two-factor
+    page.get_by_role("link", name="your two-factor settings").click()
     expect(page.get_by_role("heading", name="Two-factor login")).to_be_visible()
     secret = page.locator(".totp-secret").inner_text()
     expect(page.locator(".totp-uri")).to_contain_text("otpauth://totp/ToolOps%3Arita?")

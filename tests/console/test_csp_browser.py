@@ -34,7 +34,7 @@ CHARGE = {"order_id": "ord-9", "amount": "199.00"}
 POST_ONLY = {
     "logout", "breaker-force-open", "breaker-reset", "run-abort", "approval-decide",
     "tickets-bulk", "ticket-assign", "ticket-retry", "ticket-resolve", "ticket-comment",
-    "lockout-unlock",
+    "lockout-unlock", "notification-retry",
 }  # fmt: skip
 # The inline script the test puts into a page, to see the policy refuse it.
 PROBE = "window.__ran = true"
