@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
 from toolops import executor
-from toolops.models import Attempt, Run, ToolCall
+from toolops.models import Attempt, CircuitBreaker, Run, ToolCall
 from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import service_name
 
@@ -105,6 +105,8 @@ class UndoHealth:
     open_until: datetime | None
     last_success: datetime | None
     last_failure: datetime | None
+    # The breaker as every page says it ("open — cooling down until 12:03 UTC").
+    breaker: str = "closed"
 
     @property
     def retry_can_work(self) -> bool:
@@ -133,9 +135,13 @@ class UndoHealth:
 def undo_health(*, tool: str, spec: ToolSpec | None) -> UndoHealth:
     """The undo tool's health now: three small reads on the breaker and (tool, started_at)."""
     attempts = Attempt.objects.filter(tool=tool).order_by("-started_at")
+    breaker = executor.breaker_state_of(executor.breaker_states(), tool)
+    # Not callable now: open and cooling down, or a probe call already under way.
+    blocked = breaker.state == CircuitBreaker.State.OPEN or breaker.probing
     return UndoHealth(
         service=service_name(tool, spec),
-        open_until=executor.breaker_availability().get(tool),
+        open_until=breaker.until if blocked else None,
+        breaker=breaker.label,
         last_success=attempts.filter(health=Attempt.Health.SUCCESS)
         .values_list("started_at", flat=True)
         .first(),

@@ -19,6 +19,8 @@ from compensations.models import Compensation, Ticket, TicketEvent
 from compensations.tickets import ticket_close, ticket_open
 from toolops import executor
 from toolops.models import IdempotencyRecord, Run, ToolCall
+from toolops.tools import registry
+from toolops.tools.wording import error_sentence
 from traces import services as traces
 
 CompensationStatus = Compensation.Status
@@ -95,7 +97,8 @@ def compensation_finish(*, compensation: Compensation, undo: ToolCall) -> None:
         if ok and ticket is not None and ticket.status == Ticket.Status.OPEN:
             ticket_close(ticket, None, Kind.SUCCEEDED, f"{undo.tool} succeeded ({attempts}).")
         elif not ok:
-            text = f"{undo.tool} still failing after {attempts}: {error}"
+            said = error_sentence(error, tool=undo.tool, spec=registry.get(undo.tool))
+            text = f"{undo.tool} still failing after {attempts}: {said}"
             ticket_open(compensation, Ticket.Reason.DEAD_LETTERED, text)
 
 

@@ -290,6 +290,11 @@ def test_a_failing_refund_is_dead_lettered_then_retried_by_support(
     ticket = Ticket.objects.get(compensation=refund)
     assert ticket.status == Ticket.Status.OPEN
     assert ticket.reason == Ticket.Reason.DEAD_LETTERED
+    opened = TicketEvent.objects.get(ticket=ticket, kind=TicketEvent.Kind.OPENED)
+    # In words, naming the service: never "HTTP 503: injected_fault" as stored.
+    assert opened.text == (
+        "refund still failing after 3 attempts: the payments service answered 503 (unavailable)"
+    ), opened.text
     # A dead letter does not stop the older undos.
     assert statuses(get_run(api)) == [
         ("release_stock", "succeeded"), ("cancel_order", "succeeded"), ("refund", "dead_lettered"),

@@ -101,7 +101,9 @@ def test_an_aborted_runs_summary_says_so_and_what_was_undone(
 ) -> None:
     run = make_long_run(agent_a[0], 3, compensations=3)
     Compensation.objects.filter(call__step_index=0).update(status="succeeded")
-    Compensation.objects.filter(call__step_index=1).update(status="dead_lettered")
+    Compensation.objects.filter(call__step_index=1).update(
+        status="dead_lettered", last_error="HTTP 503: injected_fault"
+    )
     run.status = "compensation_failed"
     run.save(update_fields=["status"])
 
@@ -112,3 +114,6 @@ def test_an_aborted_runs_summary_says_so_and_what_was_undone(
     assert summary[1].startswith("Aborted after 3 of 3 tool calls succeeded; failed to undo: ")
     assert "still undoing: " in summary[1] and "undone: " in summary[1]
     assert not summary[1].startswith("All 3 of 3")
+    # Its compensations' errors in words, the stored text on hover.
+    assert 'title="HTTP 503: injected_fault">the ' in page
+    assert "service answered 503 (unavailable)</td>" in page

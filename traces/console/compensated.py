@@ -13,6 +13,8 @@ from django.db.models import Q
 
 from compensations.models import Compensation
 from toolops.summary import ABORT_STATES, abort_text
+from toolops.tools import registry
+from toolops.tools.wording import error_sentence
 
 from .timeline import Timeline
 
@@ -24,6 +26,14 @@ class CompensationRow:
     compensation: Compensation
     call_href: str
     undo_href: str
+
+    @property
+    def error(self) -> str:
+        """Its last error as a sentence naming the service (toolops/tools/wording.py)."""
+        c = self.compensation
+        if not c.last_error:
+            return c.problem
+        return error_sentence(c.last_error, tool=c.tool, spec=registry.get(c.tool))
 
 
 @dataclass(frozen=True)
