@@ -19,8 +19,8 @@ from django.views.decorators.vary import vary_on_headers
 from compensations import desk, live, selectors, wording
 from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
 from compensations.models import Ticket
-from toolops.approvals.wording import ago, waited
 from toolops.permissions import console_required, require_ticket_worker
+from toolops.templatetags.when import ago, waited
 from toolops.tools import facts, registry
 from toolops.tools.wording import error_sentence
 from toolops.views.common import (

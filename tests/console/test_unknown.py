@@ -82,12 +82,12 @@ def test_it_lists_unknown_calls_oldest_first_with_what_a_person_needs(
     page = response.content.decode()
     row = page.split(f'id="unknown-{needs_person.pk}"')[1].split("</tr>")[0]
     link = f'href="/console/calls/{needs_person.call_id}/"'
-    for text in ("send_notification", "tc-notify", link, "r-other", "agent-b", "2\xa0hours",
+    for text in ("send_notification", "tc-notify", link, "r-other", "agent-b", "2 h",
                  "downstream_error", "502 Bad Gateway", "needs a person",
                  "no query tool"):  # fmt: skip
         assert text in row, text
     lost = page.split(f'id="unknown-{unknown.pk}"')[1].split("</tr>")[0]
-    for text in ("agent-a", "10\xa0minutes", "timeout", "orders service timed out",
+    for text in ("agent-a", "10 min", "timeout", "orders service timed out",
                  'title="3 of 20 worker looks found no answer">0<',
                  "in 4\xa0minutes", "<code>query_order</code>"):  # fmt: skip
         assert text in lost, text

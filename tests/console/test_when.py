@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from django.template import Context, Template
 
-from toolops.templatetags.when import ago, when
+from toolops.templatetags.when import ago, waited, when
 
 AT = datetime(2026, 12, 2, 0, 6, 5, tzinfo=UTC)
 
@@ -35,6 +35,12 @@ def test_it_is_a_template_tag() -> None:
     assert html == when(AT)
 
 
-def test_ago_says_just_now_under_a_minute() -> None:
+def test_a_wait_is_said_one_way_and_never_0_minutes() -> None:
     assert ago(AT, AT + timedelta(seconds=59)) == "just now"
-    assert ago(AT, AT + timedelta(minutes=3)) == "3\xa0minutes"
+    assert ago(AT, AT + timedelta(minutes=3)) == "3 min ago"
+    assert waited(AT, AT + timedelta(minutes=125)) == "2 h 5 min"
+    assert waited(AT, AT + timedelta(days=3)) == "3 days"
+    html = Template("{% load when %}{{ at|waited:now }}").render(
+        Context({"at": AT, "now": AT + timedelta(minutes=2)})
+    )
+    assert html == "2 min"

@@ -30,10 +30,10 @@ from toolops.approvals.wording import (
     reason_label,
     reason_text,
     undo_tool,
-    waited,
 )
 from toolops.models import Agent, ToolCall
 from toolops.permissions import console_required, require_reviewer
+from toolops.templatetags.when import waited
 from toolops.tools import facts
 from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import error_sentence
@@ -85,6 +85,11 @@ class QueueRow:
     reason: str  # the reason's badge, aware of the catalog's undo ("undone only by refund")
 
 
+def _row(approval: Approval, call: ToolCall | None, specs: dict[str, ToolSpec]) -> QueueRow:
+    label = reason_label(approval.reason, approval.get_reason_display(), specs.get(approval.tool))
+    return QueueRow(approval, call, _action(approval, call, specs), label)
+
+
 @require_GET
 @vary_on_headers("HX-Request")
 @console_required
@@ -125,7 +130,7 @@ def _history(request: HtmxHttpRequest, tab: str) -> HttpResponse:
     rows = []
     for approval in page.object_list:
         call = selectors.held_call(approval)
-        rows.append(QueueRow(approval, call, _action(approval, call, specs)))
+        rows.append(_row(approval, call, specs))
     ctx = page_context(
         request, "approvals", tab=tab, tabs=selectors.approval_tab_counts(), page=page,
         history=rows,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, Protocol
 
 from toolops.tools.spec import ToolSpec
@@ -129,22 +128,3 @@ def consequence(tool: str, spec: ToolSpec | None) -> str:
     if spec is not None and spec.kind != "irreversible":
         return f"{runs} ToolOps registers no undo for it."
     return f"{runs} It cannot be undone."
-
-
-def waited(since: datetime, now: datetime) -> str:
-    """A wait as people say it: "just now", "2 min", "1 h 5 min", "3 days"."""
-    minutes = int(max(0.0, (now - since).total_seconds()) // 60)
-    if minutes < 1:
-        return "just now"
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{hours // 24} days"
-
-
-def ago(since: datetime, now: datetime) -> str:
-    """ "just now", "3 min ago"."""
-    said = waited(since, now)
-    return said if said == "just now" else f"{said} ago"

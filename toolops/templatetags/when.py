@@ -3,16 +3,16 @@
 
 The server writes UTC, so a page without JavaScript is still exact; console.js rewrites
 the text into the viewer's local time and leaves the UTC time in the title, on hover.
-`{{ value|ago:now }}` is a wait in words ("just now" under a minute, "3 minutes" …)."""
+`waited` says a wait in words, the same on every page and in every view ("just now",
+"2 min", "1 h 5 min"); `{{ value|waited:now }}` in a template."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince
 
 register = template.Library()
 
@@ -37,12 +37,28 @@ def when(value: datetime | None, precision: str = "minutes", empty: str = "—")
     )
 
 
-@register.filter
-def ago(value: datetime | None, now: datetime | None = None) -> str:
-    """How long since `value`, in words: "just now" under a minute (never "0 minutes")."""
+def waited(since: datetime, now: datetime) -> str:
+    """A wait as people say it: "just now", "2 min", "1 h 5 min", "3 days"."""
+    minutes = int(max(0.0, (now - since).total_seconds()) // 60)
+    if minutes < 1:
+        return "just now"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} days"
+
+
+def ago(since: datetime, now: datetime) -> str:
+    """ "just now", "3 min ago"."""
+    said = waited(since, now)
+    return said if said == "just now" else f"{said} ago"
+
+
+@register.filter(name="waited")
+def waited_filter(value: datetime | None, now: datetime | None = None) -> str:
+    """`{{ since|waited:now }}`: how long since `value`, as `waited` says it."""
     if value is None:
         return ""
-    now = now or datetime.now(UTC)
-    if now - value < timedelta(minutes=1):
-        return "just now"
-    return timesince(value, now)
+    return waited(value, now or datetime.now(UTC))
