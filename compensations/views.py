@@ -19,6 +19,7 @@ from django.views.decorators.vary import vary_on_headers
 from compensations import desk, live, selectors, wording
 from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, TicketFilterForm
 from compensations.models import Ticket
+from toolops.notify import links
 from toolops.permissions import console_required, require_ticket_worker
 from toolops.templatetags.when import ago, waited
 from toolops.tools import facts, registry
@@ -96,6 +97,9 @@ def ticket_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(
             request, "compensations/ticket.html#ticket-live", _live(**_ticket_context(ticket))
         )
+    followed = links.opened(request.GET.get(links.PARAM, ""), request.user)
+    if followed:
+        messages.info(request, followed)
     return _ticket_page(request, ticket)
 
 

@@ -157,6 +157,9 @@ def server_env(**extra: str) -> dict[str, str]:
     env["TOOLOPS_POLICY_CACHE_S"] = "0"
     # One vault for every process of the test, whatever its data directory.
     env["TOOLOPS_ARGS_KEYS"] = ",".join(settings.TOOLOPS_ARGS_KEYS)
+    # One secret key, as one deployment's processes share it: what one signs (a session, a
+    # notification's link) another reads.
+    env["DJANGO_SECRET_KEY"] = settings.SECRET_KEY
     env.update(extra)
     return env
 

@@ -32,6 +32,7 @@ from toolops.approvals.wording import (
     undo_tool,
 )
 from toolops.models import Agent, ToolCall
+from toolops.notify import links
 from toolops.permissions import console_required, require_reviewer
 from toolops.templatetags.when import waited
 from toolops.tools import facts
@@ -212,6 +213,9 @@ def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
     ctx = _live(**_status_context(request, approval))
     if is_refresh(request):
         return render(request, "approvals/approval.html#approval-live", ctx)
+    followed = links.opened(request.GET.get(links.PARAM, ""), request.user)
+    if followed:
+        messages.info(request, followed)
     specs = catalog()
     call = ctx["call"]
     duplicate = approval.duplicate_of

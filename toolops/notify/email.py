@@ -23,12 +23,13 @@ def subject(events: Sequence[NotificationEvent]) -> str:
     return f"[ToolOps] {len(events)} things need you: {events[0].subject}"
 
 
-def body(events: Sequence[NotificationEvent]) -> str:
+def body(events: Sequence[NotificationEvent], links: dict[int, str] | None = None) -> str:
+    """`links`: each event's link as this person gets it (signed), by the event's pk."""
     parts = []
     for event in events:
         lines = [event.subject, "", event.text, ""]
         lines += [f"{label}: {value}" for label, value in event.fields]
-        lines += ["", f"Open it: {event.link}"]
+        lines += ["", f"Open it: {(links or {}).get(event.pk, event.link)}"]
         parts.append("\n".join(lines))
     footer = (
         "\n\n-- \nYou get this because of your group in ToolOps. Choose what reaches you: "
@@ -37,8 +38,10 @@ def body(events: Sequence[NotificationEvent]) -> str:
     return "\n\n----\n\n".join(parts) + footer
 
 
-def send(*, address: str, events: Sequence[NotificationEvent]) -> None:
-    message = EmailMessage(subject(events), body(events), to=[address])
+def send(
+    *, address: str, events: Sequence[NotificationEvent], links: dict[int, str] | None = None
+) -> None:
+    message = EmailMessage(subject(events), body(events, links), to=[address])
     try:
         message.send(fail_silently=False)
     except smtplib.SMTPRecipientsRefused:

@@ -83,6 +83,8 @@ class NotificationDelivery(models.Model):
     batch = models.CharField(max_length=32, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
+    # When the person first followed the signed link in it (notify/links.py).
+    opened_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from toolops.notify import content, email, recipients, webhook
 from toolops.notify.email import SendFailed
+from toolops.notify.links import signed
 from toolops.notify.models import NotificationDelivery, NotificationEvent
 from toolops.queue import NOTIFY_DELIVER, task
 
@@ -113,7 +114,8 @@ def deliveries_send(*, channel: str, target: str) -> int:
     events = [d.event for d in claimed]
     try:
         if channel == Channel.EMAIL:
-            email.send(address=target, events=events)
+            links = {d.event_id: signed(d.event.link, d.pk) for d in claimed if d.event.link}
+            email.send(address=target, events=events, links=links)
         else:
             webhook.send(group=target, events=events, message_id=message_id)
     except SendFailed as failure:

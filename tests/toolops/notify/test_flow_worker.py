@@ -105,11 +105,18 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
     assert events.approval_waiting(approval_id=approval.approval_id) is False
     assert NotificationEvent.objects.count() == 1
 
-    # Rita follows the link, logged in, and approves.
+    # Rita follows the link, logged in, and approves. Her e-mail's link is signed for
+    # her: the page says where she came from, the outbox when she did.
+    followed = re.search(rf"Open it: ({re.escape(link)}\?via=\S+)", text)
+    assert followed, text
     reviewer = Client()
     reviewer.force_login(rita)
-    page = reviewer.get(link.removeprefix(PUBLIC))
+    page = reviewer.get(followed[1].removeprefix(PUBLIC))
     assert page.status_code == 200 and b"Approve" in page.content
+    said = re.findall(rb'<li class="msg-[^<]*', page.content)
+    assert b"You followed the link ToolOps e-mailed you at " in b"".join(said), said
+    mailed = NotificationDelivery.objects.get(channel="email", target="rita@example.com")
+    assert mailed.opened_at is not None
     decided = reviewer.post(
         f"/console/approvals/{approval.approval_id}/decide/",
         {"decision": "approve", "note": "", "args_hash": approval.args_hash},
