@@ -108,7 +108,19 @@ def pages_of(scene: SimpleNamespace) -> dict[str, str]:
         "runs": "/console/",
         "metrics": "/console/metrics/?window=day",
         "health": "/console/health/",
-        "run": f"/console/runs/{scene.run.pk}/",
+        # Every other page a person reaches from the header or a list.
+        "decided": "/console/approvals/?tab=decided",
+        "resolved": "/console/tickets/?tab=resolved",
+        "search": "/console/search/?q=charge-timeout",
+        "unknown": "/console/unknown/",
+        "tools": "/console/tools/",
+        "agents": "/console/agents/",
+        "audit": "/console/audit/",
+        "lockouts": "/console/lockouts/",
+        "profile": "/console/account/notifications/",
+        "outbox": "/console/notifications/",
+        "two-factor": "/console/account/two-factor/",
+        "run": f"/console/runs/{scene.run.pk}/",  # last: the test goes on with it
     }
 
 
