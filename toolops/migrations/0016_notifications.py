@@ -47,6 +47,7 @@ class Migration(migrations.Migration):
                 ('batch', models.CharField(blank=True, default='', max_length=32)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('sent_at', models.DateTimeField(blank=True, null=True)),
+                ('opened_at', models.DateTimeField(blank=True, null=True)),
                 ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
                 ('event', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='toolops.notificationevent')),
             ],
