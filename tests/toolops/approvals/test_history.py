@@ -6,6 +6,7 @@ Expired (when), newest first and paginated, as links that work without JavaScrip
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -87,4 +88,4 @@ def test_the_queue_says_just_now_for_a_fresh_hold(
     page = logged_in(reviewer).get("/console/approvals/").content.decode()
 
     assert ">just now</time>" in page
-    assert "0\xa0minutes" not in page
+    assert re.search(r"\b0 min|0\xa0minutes", page) is None
