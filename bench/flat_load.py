@@ -306,7 +306,7 @@ def agent_token(conn: Any) -> str:
     """A new API token for the first loaded agent, whose runs the bench's calls join: an
     agent with many runs (50,000 on 10M rows), as the statistics see a busy agent, not a
     new one with a handful (the run's look-up may take another index for an agent the
-    statistics call rare). Hashed as toolops.models.token_digest hashes it."""
+    statistics call rare). Hashed as toolops.accounts.models.token_digest hashes it."""
     token = "tops_" + secrets.token_urlsafe(32)
     found = conn.execute(
         "UPDATE toolops_agent SET token_hash = %s, token_hint = %s WHERE name = %s RETURNING 1",

@@ -313,49 +313,9 @@ TOOLOPS_COMPENSATION_GRACE_S = envfloat("TOOLOPS_COMPENSATION_GRACE_S", 10.0)
 # An approved call whose worker message was lost is started by the sweep after this.
 TOOLOPS_APPROVAL_GRACE_S = envfloat("TOOLOPS_APPROVAL_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
-# Threads serving the executor API in each web process (toolops/api/middleware.py): as
-# many as the database pool's connections, since each request holds one while it runs
-# (a long-poll holds none while it waits: toolops/api/longpoll.py).
-TOOLOPS_API_THREADS = envint("TOOLOPS_API_THREADS", envint("TOOLOPS_DB_POOL_MAX", 20))
-if TOOLOPS_API_THREADS < 1:
-    raise ImproperlyConfigured(f"TOOLOPS_API_THREADS must be at least 1, got {TOOLOPS_API_THREADS}")
-# Fairness between agents (API.md, Conventions): the most API requests one agent may
-# have in progress (long-polls included) before it gets 429 — counted per process, or
-# across processes through Redis when REDIS_URL is set; and the per-minute rate limit a
-# new agent gets (`create_agent`; 0: none), which operators change per agent in the
-# console's Agents page.
-TOOLOPS_AGENT_MAX_INFLIGHT = envint("TOOLOPS_AGENT_MAX_INFLIGHT", 32)
-if TOOLOPS_AGENT_MAX_INFLIGHT < 1:
-    raise ImproperlyConfigured(
-        f"TOOLOPS_AGENT_MAX_INFLIGHT must be at least 1, got {TOOLOPS_AGENT_MAX_INFLIGHT}"
-    )
-TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE = envint("TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE", 600)
-if TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE < 0:
-    raise ImproperlyConfigured(
-        "TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE must be 0 (no limit) or more, "
-        f"got {TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE}"
-    )
-# The MCP server (/mcp/, docs/agents.md): how long a tools/call waits for a reviewer
-# before answering that it waits (the API's long-poll cap), and how long an idle
-# session lives.
-TOOLOPS_MCP_WAIT_S = envfloat("TOOLOPS_MCP_WAIT_S", 30.0)
-if not 0 <= TOOLOPS_MCP_WAIT_S <= 30:
-    raise ImproperlyConfigured(
-        f"TOOLOPS_MCP_WAIT_S must be 0 to 30 seconds, got {os.getenv('TOOLOPS_MCP_WAIT_S')!r}"
-    )
-TOOLOPS_MCP_IDLE_S = envfloat("TOOLOPS_MCP_IDLE_S", 300.0)
-if not 0 < TOOLOPS_MCP_IDLE_S < 10**7:
-    raise ImproperlyConfigured(
-        f"TOOLOPS_MCP_IDLE_S must be a positive number of seconds, "
-        f"got {os.getenv('TOOLOPS_MCP_IDLE_S')!r}"
-    )
-# The most MCP sessions one agent may have open in a web process: one agent cannot
-# take every session the server keeps.
-TOOLOPS_MCP_AGENT_MAX_SESSIONS = envint("TOOLOPS_MCP_AGENT_MAX_SESSIONS", 16)
-if TOOLOPS_MCP_AGENT_MAX_SESSIONS < 1:
-    raise ImproperlyConfigured(
-        f"TOOLOPS_MCP_AGENT_MAX_SESSIONS must be at least 1, got {TOOLOPS_MCP_AGENT_MAX_SESSIONS}"
-    )
+# Serving agents: the API threads, fairness between agents, the MCP server.
+from toolops.conf.agents import *  # noqa: E402, F403
+
 # Ended runs (calls, attempts: the stored spans), old attempts and replay counts are
 # purged this many days on (docs/retention.md). Checked here, so that a bad value stops
 # the process at start rather than failing the purge an hour later; at most a century,
@@ -416,50 +376,10 @@ CELERY_BEAT_SCHEDULE["abort-idle-runs"] = {
     "task": "toolops.tasks.abort_idle_runs",
     "schedule": 60.0,
 }
-# Notifications (docs/notifications.md): e-mail through Django's mail settings, read from
-# the environment under Django's own names; each group's webhook from
-# TOOLOPS_WEBHOOK_<GROUP>_URL and _SECRET (the HMAC key of its signature header).
-EMAIL_BACKEND = os.getenv("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
-EMAIL_HOST = os.getenv("EMAIL_HOST", "localhost")
-EMAIL_PORT = envint("EMAIL_PORT", 25)
-EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "0")
-EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", "0")
-EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0)
+# Notifications (docs/notifications.md): mail, the groups' webhooks, sending and folding.
+from toolops.conf.notify import *  # noqa: E402, F403
+
 EMAIL_FILE_PATH = os.getenv("EMAIL_FILE_PATH", str(DATA_DIR / "mail"))
-DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "ToolOps <toolops@localhost>")
-# Links in messages start with this (the console as people reach it).
-TOOLOPS_PUBLIC_URL = os.getenv("TOOLOPS_PUBLIC_URL", "http://localhost:8000")
-TOOLOPS_WEBHOOKS: dict[str, tuple[str, str]] = {}
-for _group in ("reviewers", "support", "operators"):
-    _url = os.getenv(f"TOOLOPS_WEBHOOK_{_group.upper()}_URL", "").strip()
-    _secret = os.getenv(f"TOOLOPS_WEBHOOK_{_group.upper()}_SECRET", "").strip()
-    if _url and not _url.startswith(("http://", "https://")):
-        raise ImproperlyConfigured(f"TOOLOPS_WEBHOOK_{_group.upper()}_URL must be an http(s) URL")
-    if _url and len(_secret) < 16:
-        raise ImproperlyConfigured(
-            f"TOOLOPS_WEBHOOK_{_group.upper()}_SECRET must be set (16 characters or more) "
-            "when its URL is: receivers check the signature with it"
-        )
-    if _url:
-        TOOLOPS_WEBHOOKS[_group] = (_url, _secret)
-# Events for one recipient within this many seconds go out as one message.
-TOOLOPS_NOTIFY_WINDOW_S = envfloat("TOOLOPS_NOTIFY_WINDOW_S", 5.0)
-# A failed send is tried again after base, 2×base, 4×base … (capped), at most this often.
-TOOLOPS_NOTIFY_MAX_ATTEMPTS = envint("TOOLOPS_NOTIFY_MAX_ATTEMPTS", 6)
-TOOLOPS_NOTIFY_RETRY_BASE_S = envfloat("TOOLOPS_NOTIFY_RETRY_BASE_S", 10.0)
-TOOLOPS_NOTIFY_RETRY_CAP_S = envfloat("TOOLOPS_NOTIFY_RETRY_CAP_S", 600.0)
-# A send not finished within this is taken for dead; work a lost message left behind is
-# picked up by the sweep after the grace.
-TOOLOPS_NOTIFY_LEASE_S = envfloat("TOOLOPS_NOTIFY_LEASE_S", 60.0)
-TOOLOPS_NOTIFY_GRACE_S = envfloat("TOOLOPS_NOTIFY_GRACE_S", 30.0)
-# Support is reminded of a ticket nobody took after this long.
-TOOLOPS_NOTIFY_TICKET_UNASSIGNED_S = envfloat("TOOLOPS_NOTIFY_TICKET_UNASSIGNED_S", 1800.0)
-if not (TOOLOPS_NOTIFY_MAX_ATTEMPTS or 0) >= 1 or not 0 <= TOOLOPS_NOTIFY_WINDOW_S <= 600:
-    raise ImproperlyConfigured(
-        "TOOLOPS_NOTIFY_MAX_ATTEMPTS must be at least 1 and TOOLOPS_NOTIFY_WINDOW_S 0 to 600"
-    )
 # Approvals about to expire, tickets nobody took, lost messages (toolops/notify/watch.py).
 CELERY_BEAT_SCHEDULE["notify-sweep"] = {
     "task": "toolops.notify.tasks.notify_sweep",

@@ -13,8 +13,8 @@ from typing import Any
 
 from django.db import transaction
 
+from toolops.accounts.models import TOKEN_PREFIX, Agent, token_digest
 from toolops.audit.services import Action, audit_record
-from toolops.models import TOKEN_PREFIX, Agent, token_digest
 
 
 def via_command(command: str) -> str:

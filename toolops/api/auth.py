@@ -15,7 +15,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from toolops.models import Agent, token_digest
+from toolops.accounts.models import Agent, token_digest
 
 
 class RateLimited(exceptions.Throttled):

@@ -31,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
+from toolops.accounts.models import Agent, token_digest
 from toolops.demo import reviewer as scripted_reviewer
 from toolops.demo.agent import run_demo
 from toolops.demo.logins import (
@@ -56,7 +57,6 @@ from toolops.demo.processes import (
     url_answers,
     wait_until,
 )
-from toolops.models import Agent, token_digest
 from toolops.services import agent_create
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"

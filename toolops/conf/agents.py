@@ -1,0 +1,53 @@
+"""Settings: serving agents — the API's threads, fairness between agents, the MCP server."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+from toolops.envs import envfloat, envint
+
+# Threads serving the executor API in each web process (toolops/api/middleware.py): as
+# many as the database pool's connections, since each request holds one while it runs
+# (a long-poll holds none while it waits: toolops/api/longpoll.py).
+TOOLOPS_API_THREADS = envint("TOOLOPS_API_THREADS", envint("TOOLOPS_DB_POOL_MAX", 20))
+if TOOLOPS_API_THREADS < 1:
+    raise ImproperlyConfigured(f"TOOLOPS_API_THREADS must be at least 1, got {TOOLOPS_API_THREADS}")
+# Fairness between agents (API.md, Conventions): the most API requests one agent may
+# have in progress (long-polls included) before it gets 429 — counted per process, or
+# across processes through Redis when REDIS_URL is set; and the per-minute rate limit a
+# new agent gets (`create_agent`; 0: none), which operators change per agent in the
+# console's Agents page.
+TOOLOPS_AGENT_MAX_INFLIGHT = envint("TOOLOPS_AGENT_MAX_INFLIGHT", 32)
+if TOOLOPS_AGENT_MAX_INFLIGHT < 1:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_AGENT_MAX_INFLIGHT must be at least 1, got {TOOLOPS_AGENT_MAX_INFLIGHT}"
+    )
+TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE = envint("TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE", 600)
+if TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE < 0:
+    raise ImproperlyConfigured(
+        "TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE must be 0 (no limit) or more, "
+        f"got {TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE}"
+    )
+# The MCP server (/mcp/, docs/agents.md): how long a tools/call waits for a reviewer
+# before answering that it waits (the API's long-poll cap), and how long an idle
+# session lives.
+TOOLOPS_MCP_WAIT_S = envfloat("TOOLOPS_MCP_WAIT_S", 30.0)
+if not 0 <= TOOLOPS_MCP_WAIT_S <= 30:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_MCP_WAIT_S must be 0 to 30 seconds, got {os.getenv('TOOLOPS_MCP_WAIT_S')!r}"
+    )
+TOOLOPS_MCP_IDLE_S = envfloat("TOOLOPS_MCP_IDLE_S", 300.0)
+if not 0 < TOOLOPS_MCP_IDLE_S < 10**7:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_MCP_IDLE_S must be a positive number of seconds, "
+        f"got {os.getenv('TOOLOPS_MCP_IDLE_S')!r}"
+    )
+# The most MCP sessions one agent may have open in a web process: one agent cannot
+# take every session the server keeps.
+TOOLOPS_MCP_AGENT_MAX_SESSIONS = envint("TOOLOPS_MCP_AGENT_MAX_SESSIONS", 16)
+if TOOLOPS_MCP_AGENT_MAX_SESSIONS < 1:
+    raise ImproperlyConfigured(
+        f"TOOLOPS_MCP_AGENT_MAX_SESSIONS must be at least 1, got {TOOLOPS_MCP_AGENT_MAX_SESSIONS}"
+    )
