@@ -13,7 +13,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
-from compensations.services import ABORT_STATES, CompensationStatus, Kind, run_conclude
+from compensations.services import (
+    ABORT_STATES,
+    CompensationStatus,
+    Kind,
+    breaker_wait,
+    run_conclude,
+)
 from compensations.tickets import ticket_close, ticket_event
 from toolops import executor
 from toolops.audit.services import Action, audit_record
@@ -77,10 +83,17 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
                 f"The last {compensation.tool} went out and its outcome is unknown: check the "
                 "downstream, then Resolve with a note."
             )
+        # An open breaker would refuse it unsent: the round waits for it (the worker
+        # checks again when it starts), and the ticket says when it runs.
+        now = timezone.now()
+        until = breaker_wait(tool=compensation.tool, queued_at=now)
         if not Compensation.objects.filter(
             pk=compensation.pk, status=CompensationStatus.DEAD_LETTERED
-        ).update(status=CompensationStatus.PENDING, queued_at=timezone.now(), finished_at=None):
+        ).update(
+            status=CompensationStatus.PENDING, queued_at=now, finished_at=None, not_before=until
+        ):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
+        compensation.status, compensation.not_before = CompensationStatus.PENDING, until
         # The last round's record says "failed"; the next round claims the same key anew.
         IdempotencyRecord.objects.filter(
             key=compensation.key, state=IdempotencyRecord.State.RECORDED
@@ -89,7 +102,12 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             status=Run.Status.ABORTING, ended_at=None
         )
         Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
-        ticket_event(ticket, by, Kind.RETRIED, "")
+        waits = (
+            ""
+            if until is None
+            else f"waits for the {compensation.tool} breaker: runs at {until:%H:%M:%S} UTC"
+        )
+        ticket_event(ticket, by, Kind.RETRIED, waits)
         audit_record(
             actor=by, action=Action.TICKET_RETRY, obj=ticket,
             detail={"tool": compensation.tool, "round": compensation.rounds + 1},

@@ -51,6 +51,9 @@ class Compensation(models.Model):
     last_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     queued_at = models.DateTimeField(null=True, blank=True)
+    # A queued round waiting for its undo tool's breaker (an open breaker would refuse
+    # it unsent): no worker starts it before this time.
+    not_before = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
 from toolops import executor
-from toolops.models import Attempt, CircuitBreaker, Run, ToolCall
+from toolops.models import Attempt, Run, ToolCall
 from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import service_name
 
@@ -123,7 +123,7 @@ class UndoHealth:
         the = f"The {self.service} service"
         if self.open_until is not None:
             until = f"{self.open_until:%H:%M} UTC"
-            return f"{the} is failing (breaker open until {until}): Retry will fail until then."
+            return f"{the} is failing (breaker open until {until}): a Retry waits until then."
         if self.answering:
             again = " again" if self.last_failure is not None else ""
             return f"{the} is answering{again}: Retry should work."
@@ -132,15 +132,21 @@ class UndoHealth:
         return f"Nothing was sent to the {self.service} service lately: Retry should reach it."
 
 
+def retry_at(compensation: Compensation, now: datetime) -> datetime | None:
+    """A queued round waiting for its undo tool's breaker: when the worker starts it."""
+    waiting = compensation.status == Compensation.Status.PENDING
+    if waiting and compensation.not_before is not None and compensation.not_before > now:
+        return compensation.not_before
+    return None
+
+
 def undo_health(*, tool: str, spec: ToolSpec | None) -> UndoHealth:
     """The undo tool's health now: three small reads on the breaker and (tool, started_at)."""
     attempts = Attempt.objects.filter(tool=tool).order_by("-started_at")
     breaker = executor.breaker_state_of(executor.breaker_states(), tool)
-    # Not callable now: open and cooling down, or a probe call already under way.
-    blocked = breaker.state == CircuitBreaker.State.OPEN or breaker.probing
     return UndoHealth(
         service=service_name(tool, spec),
-        open_until=breaker.until if blocked else None,
+        open_until=breaker.until if breaker.refuses else None,
         breaker=breaker.label,
         last_success=attempts.filter(health=Attempt.Health.SUCCESS)
         .values_list("started_at", flat=True)

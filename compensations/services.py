@@ -9,8 +9,9 @@ task message, the sweep and a person pressing a button can race and still agree.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -19,6 +20,7 @@ from compensations.models import Compensation, Ticket, TicketEvent
 from compensations.tickets import ticket_close, ticket_open
 from toolops import executor
 from toolops.models import IdempotencyRecord, Run, ToolCall
+from toolops.queue import COMPENSATE_RUN, enqueue_at
 from toolops.tools import registry
 from toolops.tools.wording import error_sentence
 from traces import services as traces
@@ -50,6 +52,14 @@ def compensation_run_next(*, run_pk: int) -> bool:
             ).update(status=CompensationStatus.PENDING, queued_at=timezone.now())
         )
     if current.status == CompensationStatus.PENDING:
+        until = breaker_wait(tool=current.tool, queued_at=current.queued_at)
+        if until is not None:
+            # Its breaker would refuse it unsent: it waits, and a message wakes us then.
+            Compensation.objects.filter(pk=current.pk, status=CompensationStatus.PENDING).update(
+                not_before=until
+            )
+            enqueue_at(COMPENSATE_RUN, run_pk, at=until)
+            return False
         # A duplicate message or the sweep may race us for this row.
         claimed = Compensation.objects.filter(
             pk=current.pk, status=CompensationStatus.PENDING
@@ -76,6 +86,20 @@ def compensation_run_next(*, run_pk: int) -> bool:
         return False
     compensation_finish(compensation=current, undo=undo)
     return True
+
+
+def breaker_wait(*, tool: str, queued_at: datetime | None) -> datetime | None:
+    """When a queued undo of `tool` may go out, if its breaker would refuse it now: the
+    end of the cool-down, or of the probe under way. None: send it now — the breaker
+    admits it, or the undo has waited TOOLOPS_COMPENSATION_BREAKER_WAIT_S already (then
+    a refusal dead-letters it, and its ticket says why)."""
+    breaker = executor.breaker_state_of(executor.breaker_states(), tool)
+    if not breaker.refuses or breaker.until is None:
+        return None
+    waited = timezone.now() - (queued_at or timezone.now())
+    if waited.total_seconds() > settings.TOOLOPS_COMPENSATION_BREAKER_WAIT_S:
+        return None
+    return breaker.until
 
 
 def compensation_finish(*, compensation: Compensation, undo: ToolCall) -> None:
@@ -154,8 +178,10 @@ def runs_needing_work(*, grace_s: float = 10.0, limit: int = 100) -> list[int]:
     held = IdempotencyRecord.objects.filter(
         state=IdempotencyRecord.State.CLAIMED, lease_until__gte=now
     ).values("key")
+    # A round waiting for its breaker (not_before) is woken by its own message then.
+    due = Q(not_before__isnull=True) | Q(not_before__lte=now)
     stalled = Compensation.objects.filter(
-        Q(status=CompensationStatus.PENDING, queued_at__lt=since)
+        (Q(status=CompensationStatus.PENDING, queued_at__lt=since) & due)
         | (Q(status=CompensationStatus.RUNNING, started_at__lt=since) & ~Q(key__in=held))
     )
     runs = set(stalled.values_list("run_id", flat=True)[:limit])

@@ -171,6 +171,7 @@ def _ticket_context(ticket: Ticket) -> dict[str, Any]:
             compensation.last_error, tool=compensation.tool, spec=undo_spec
         ),
         "compensation": compensation,
+        "retry_at": selectors.retry_at(compensation, now),
         "undone": undone,
         # Shown to people redacted (traces/sensitive.py): by name, pattern, catalog or schema.
         "undo_args": pretty(redact(compensation.args, spec=undo_spec)),
@@ -205,14 +206,11 @@ def ticket_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def ticket_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = _get_ticket(request, pk)
     try:
-        desk.ticket_retry(ticket=ticket, by=request.user)  # type: ignore[arg-type]
+        ticket = desk.ticket_retry(ticket=ticket, by=request.user)  # type: ignore[arg-type]
     except desk.TicketActionRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(
-            request,
-            f"Retry queued: the worker runs {ticket.tool} again; its attempts appear below.",
-        )
+        messages.success(request, wording.retry_queued(ticket.compensation))
     return _back(ticket)
 
 

@@ -73,6 +73,17 @@ def event_words(kind: str) -> str:
     return EVENT_WORDS.get(kind, kind.replace("_", " "))
 
 
+def retry_queued(compensation: Compensation) -> str:
+    """What a person is told on pressing Retry: when the worker runs the undo."""
+    if compensation.not_before is not None:
+        return (
+            f"Retry scheduled: the {compensation.tool} breaker is open, so the worker runs "
+            f"{compensation.tool} at {compensation.not_before:%H:%M:%S} UTC, when it lets a "
+            "call through; its attempts appear below."
+        )
+    return f"Retry queued: the worker runs {compensation.tool} again; its attempts appear below."
+
+
 def tool_words(tool: str) -> str:
     """ "cancel_order" → "Cancel order"."""
     return tool.replace("_", " ").replace("-", " ").capitalize()

@@ -32,6 +32,12 @@ class BreakerState:
     probing: bool = False  # a probe call is under way now
 
     @property
+    def refuses(self) -> bool:
+        """Would the next call be refused unsent? Open and cooling down (or held open),
+        or a probe call under way; `until` says till when."""
+        return self.state == State.OPEN or self.probing
+
+    @property
     def level(self) -> int:
         return LEVELS[State(self.state)]
 

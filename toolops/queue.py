@@ -9,6 +9,7 @@ task found is the task object itself: `.delay` is the same as the task module's.
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 from celery import Task
 from django.db import transaction
@@ -38,6 +39,12 @@ def enqueue_on_commit(name: str, *args: object) -> None:
     A wake that cannot be sent is logged, never raised into the request whose work has
     committed: the periodic sweeps find what a lost message left behind."""
     transaction.on_commit(lambda: task(name).delay(*args), robust=True)
+
+
+def enqueue_at(name: str, *args: object, at: datetime) -> None:
+    """Send `name(*args)` on commit, for a worker to run at `at` (Celery's eta: the worker
+    holds the message until then). A lost one is found by the sweeps, as above."""
+    transaction.on_commit(lambda: task(name).apply_async(args, eta=at), robust=True)
 
 
 # Notifications (toolops/notify/): an event recorded → its recipients and message worked

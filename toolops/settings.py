@@ -308,8 +308,9 @@ CELERY_BEAT_SCHEDULE = {
 # ToolOps' own knobs.
 TOOLOPS_TOOLS_FILE = os.getenv("TOOLOPS_TOOLS_FILE", "")
 TOOLOPS_CLAIM_LEASE_S = envfloat("TOOLOPS_CLAIM_LEASE_S", 30.0)
-# A queued compensation nobody picked up within this is woken again by the sweep.
-TOOLOPS_COMPENSATION_GRACE_S = envfloat("TOOLOPS_COMPENSATION_GRACE_S", 10.0)
+# The saga worker's: the sweep's grace, an undo's wait for its breaker.
+from toolops.conf.saga import *  # noqa: E402, F403
+
 # An approved call whose worker message was lost is started by the sweep after this.
 TOOLOPS_APPROVAL_GRACE_S = envfloat("TOOLOPS_APPROVAL_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)

@@ -3,7 +3,9 @@ its ticket, built through the services the worker uses."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+from unittest.mock import MagicMock, patch
 
 import pytest
 
@@ -60,3 +62,13 @@ def dead_letter(
 @pytest.fixture
 def ticket(agent_a: tuple[Agent, str]) -> Ticket:
     return dead_letter(agent_a[0])
+
+
+@pytest.fixture
+def lost_messages() -> Iterator[MagicMock]:
+    """This process's enqueues go nowhere: an abort or a retry made in-process is a lost
+    message, and only the worker's sweep can find its work."""
+    from compensations.tasks import compensate_run
+
+    with patch.object(compensate_run, "delay", autospec=True) as delay:
+        yield delay

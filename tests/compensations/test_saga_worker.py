@@ -6,9 +6,9 @@ message is lost, or the worker died mid-undo — by its periodic sweep."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-from unittest.mock import MagicMock, patch
+from unittest.mock import MagicMock
 
 import httpx
 import pytest
@@ -16,7 +16,6 @@ import redis
 from rest_framework.test import APIClient
 
 from compensations.models import Compensation, Ticket, TicketEvent
-from compensations.tasks import compensate_run
 from tests.conftest import Shop
 from tests.console.conftest import logged_in
 from tests.toolops.executor.helpers import allow_without_approval, call_ok, get_run, start_run
@@ -34,14 +33,6 @@ SWEEP_S = 0.5
 FAST_SWEEP = {"TOOLOPS_COMPENSATION_SWEEP_S": str(SWEEP_S), "TOOLOPS_COMPENSATION_GRACE_S": "1"}
 
 StartWorker = Callable[..., Worker]
-
-
-@pytest.fixture
-def lost_messages() -> Iterator[MagicMock]:
-    """This process's enqueues go nowhere: an abort or a retry made in-process is a lost
-    message, and only the worker's sweep can find its work."""
-    with patch.object(compensate_run, "delay", autospec=True) as delay:
-        yield delay
 
 
 def buy(api: APIClient, run_id: str = "r-1") -> dict[str, dict[str, Any]]:

@@ -88,7 +88,7 @@ def test_it_says_retry_should_work_once_the_service_answers_again(
     assert '<dd class="breaker-state">closed</dd>' in page
 
 
-def test_it_says_retry_will_fail_while_the_breaker_is_open(
+def test_it_says_a_retry_waits_while_the_breaker_is_open(
     support: Any, refund_ticket: Ticket
 ) -> None:
     until = timezone.now() + timedelta(minutes=5)
@@ -98,7 +98,7 @@ def test_it_says_retry_will_fail_while_the_breaker_is_open(
 
     assert (
         f"The payments service is failing (breaker open until {until:%H:%M} UTC): "
-        "Retry will fail until then."
+        "a Retry waits until then."
     ) in page
     # The breaker in the words of every other page (toolops/breaker_state.py).
     assert f'<dd class="breaker-state">open — cooling down until {until:%H:%M} UTC</dd>' in page
