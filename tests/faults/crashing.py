@@ -33,10 +33,14 @@ def killed(proc: subprocess.Popen[Any], within: float = SETTLE_WITHIN_S) -> None
 
 
 def worker_killed_at(w: Worker, point: str) -> None:
-    """The worker died by SIGKILL at `point`, saying so; its beat process goes with it."""
+    """The worker died by SIGKILL at `point`, saying so. Its beat process goes with it,
+    and so do the messages still queued (a wake-up a sweep sent twice would otherwise
+    hand the next worker its work): what is left to do is found in the database only."""
     killed(w.proc)
     assert f"toolops: crash point {point} reached; killing process {w.proc.pid}" in w.output()
     w.kill()  # the rest of its process group (embedded beat), as a host's restart would
+    for message in (w.data_dir / "broker" / "out").glob("*.msg"):
+        message.unlink(missing_ok=True)
 
 
 def final(call_id: str) -> ToolCall | None:

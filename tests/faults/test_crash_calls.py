@@ -48,8 +48,9 @@ def test_after_claim_the_sweep_charges_once_after_get_charge_finds_nothing(
     assert shop.requests() == []  # it died before the first attempt went out
     call = ToolCall.objects.get()
 
+    restarted = worker(**FAST)  # it starts while the web process does
     server = toolops_server(**FAST)
-    done = settled(call.call_id, worker(**FAST))
+    done = settled(call.call_id, restarted)
 
     assert done.status == ToolCall.Status.SUCCEEDED
     [charge] = shop.state()["charges"]
@@ -77,8 +78,9 @@ def test_after_answer_the_sweep_finds_the_charge_with_get_charge_and_never_resen
     assert sent["status"] == 200
     call = ToolCall.objects.get()
 
+    restarted = worker(**FAST)  # it starts while the web process does
     server = toolops_server(**FAST)
-    done = settled(call.call_id, worker(**FAST))
+    done = settled(call.call_id, restarted)
 
     assert done.status == ToolCall.Status.SUCCEEDED
     [charge] = shop.state()["charges"]

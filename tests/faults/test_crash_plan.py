@@ -61,6 +61,18 @@ def test_a_process_refuses_to_start_with_a_bad_crash_point(tmp_path: Path) -> No
     assert "TOOLOPS_CRASH_AT names an unknown crash point 'after-lunch'" in result.stderr
 
 
+def test_a_process_started_with_crash_points_says_so_and_the_check_warns(tmp_path: Path) -> None:
+    result = run_manage(
+        "check", TOOLOPS_CRASH_AT="after-claim,mid-sweep@0.5", DJANGO_DEBUG="0",
+        TOOLOPS_DATA_DIR=str(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "toolops: crash points armed (TOOLOPS_CRASH_AT): after-claim@1, mid-sweep@0.5" in output
+    assert "toolops.W011" in output
+    assert "kills itself (SIGKILL) at the crash points after-claim, mid-sweep" in output
+
+
 def test_a_crash_point_is_a_no_op_when_unset() -> None:
     assert crash._armed is None  # the test run sets no TOOLOPS_CRASH_AT
     for name in POINTS:
