@@ -19,6 +19,7 @@ from django.utils import timezone
 from compensations.models import Compensation, Ticket, TicketEvent
 from compensations.tickets import ticket_close, ticket_open
 from toolops import executor
+from toolops.crash import crash_point
 from toolops.models import IdempotencyRecord, Run, ToolCall
 from toolops.queue import COMPENSATE_RUN, enqueue_at
 from toolops.tools import registry
@@ -84,6 +85,7 @@ def compensation_run_next(*, run_pk: int) -> bool:
     )  # fmt: skip
     if undo is None:
         return False
+    crash_point("mid-compensation")  # fault tests: the undo recorded, its row still running
     compensation_finish(compensation=current, undo=undo)
     return True
 

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
+
+from toolops import crash
 
 # ToolOps' Celery app, made the current one in every Django process, so that the tasks'
 # `.delay` and toolops.queue use its broker (toolops/__init__.py no longer loads it).
@@ -17,3 +20,6 @@ class ToolopsConfig(AppConfig):
         from . import checks  # noqa: F401, PLC0415  (registers the catalog check)
         from .accounts import signals  # noqa: F401, PLC0415  (login and lockout receivers)
         from .tools import builtin  # noqa: F401, PLC0415  (registers the Python tools)
+
+        # Fault tests only: TOOLOPS_CRASH_AT, read once by the settings.
+        crash.arm(settings.TOOLOPS_CRASH_AT, seed=settings.TOOLOPS_CRASH_SEED)

@@ -82,3 +82,18 @@ def check_metrics_token(app_configs: Any = None, **kwargs: Any) -> list[checks.C
             id="toolops.W010",
         )
     ]
+
+
+@checks.register("toolops")
+def check_crash_points(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    # Crash points kill the process on purpose (toolops/crash.py): for fault tests only.
+    if not settings.TOOLOPS_CRASH_AT or settings.DEBUG:
+        return []
+    return [
+        checks.Warning(
+            "TOOLOPS_CRASH_AT is set: this process kills itself (SIGKILL) at the crash "
+            f"points {', '.join(settings.TOOLOPS_CRASH_AT)}.",
+            hint="Unset TOOLOPS_CRASH_AT: crash points are for fault tests, never a deployment.",
+            id="toolops.W011",
+        )
+    ]

@@ -22,7 +22,6 @@ from toolops.envs import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-
 DATA_DIR = Path(os.getenv("TOOLOPS_DATA_DIR") or BASE_DIR / "var")
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -291,7 +290,10 @@ CELERY_BEAT_SCHEDULE = {
     # Every 10 s so that a healthy query tool settles a call within ~30 s (API.md).
     "reconcile-unknown-calls": {"task": "toolops.tasks.reconcile_unknown_calls", "schedule": 10.0},
     # Claims whose holder died past its lease (default 30 s): found within a minute.
-    "sweep-stale-claims": {"task": "toolops.tasks.sweep_stale_claims", "schedule": 30.0},
+    "sweep-stale-claims": {
+        "task": "toolops.tasks.sweep_stale_claims",
+        "schedule": envfloat("TOOLOPS_CLAIM_SWEEP_S", 30.0),
+    },
     # Approvals past expires_at end `expired` (API.md: enforced within 60 s), and approved
     # calls whose message was lost are started.
     "sweep-approvals": {
@@ -303,6 +305,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "compensations.tasks.sweep_compensations",
         "schedule": envfloat("TOOLOPS_COMPENSATION_SWEEP_S", 15.0),
     },
+    "abort-idle-runs": {"task": "toolops.tasks.abort_idle_runs", "schedule": 60.0},
 }
 
 # ToolOps' own knobs.
@@ -316,6 +319,7 @@ TOOLOPS_APPROVAL_GRACE_S = envfloat("TOOLOPS_APPROVAL_GRACE_S", 10.0)
 TOOLOPS_IDEMPOTENCY_TTL_S = envfloat("TOOLOPS_IDEMPOTENCY_TTL_S", 7 * 24 * 3600.0)
 # Serving agents: the API threads, fairness between agents, the MCP server.
 from toolops.conf.agents import *  # noqa: E402, F403
+from toolops.conf.faults import *  # noqa: E402, F403 - crash points, for fault tests
 
 # Ended runs (calls, attempts: the stored spans), old attempts and replay counts are
 # purged this many days on (docs/retention.md). Checked here, so that a bad value stops
@@ -373,10 +377,6 @@ TOOLOPS_RUN_IDLE_ABORT_S = envfloat("TOOLOPS_RUN_IDLE_ABORT_S", 3600.0)
 for _name in ("TOOLOPS_RUN_IDLE_FLAG_S", "TOOLOPS_RUN_IDLE_ABORT_S"):
     if globals()[_name] < 0:
         raise ImproperlyConfigured(f"{_name} must be 0 (never) or a number of seconds")
-CELERY_BEAT_SCHEDULE["abort-idle-runs"] = {
-    "task": "toolops.tasks.abort_idle_runs",
-    "schedule": 60.0,
-}
 # Notifications (docs/notifications.md): mail, the groups' webhooks, sending and folding.
 from toolops.conf.notify import *  # noqa: E402, F403
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 from toolops import executor, live
 from toolops.approvals.models import LIVE_GROUP, Approval, ApprovalVote
 from toolops.audit.services import Action, audit_record
+from toolops.crash import crash_point
 from toolops.models import Run, ToolCall
 from toolops.queue import EXECUTE_APPROVED_CALL, enqueue_on_commit
 from traces import services as traces
@@ -241,6 +242,8 @@ def approved_call_execute(*, approval_pk: int) -> str:
         fence = executor.approved_call_take_up(call=call)
     status = "skipped"
     if fence is not None:
+        # Fault tests: started and taken up (committed), nothing sent.
+        crash_point("after-decision")
         status = executor.approved_call_execute(call=call, fence=fence)
     live.changed(group=LIVE_GROUP, item=approval_pk)
     return status

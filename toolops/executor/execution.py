@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
+from toolops.crash import crash_point
 from toolops.models import Attempt, Run, ToolCall, new_span_id
 from toolops.tools.outcome import Failure, Outcome
 from toolops.tools.spec import ToolSpec
@@ -238,6 +239,7 @@ class Execution:
             span_id=span_id,
             trace_id=self.trace_id,
         )  # fmt: skip
+        crash_point("after-answer")  # fault tests: answered, and nothing of it recorded
         row = Attempt(
             call=call, tool=self.spec.name, number=call.attempts, span_id=span_id,
             started_at=started,

@@ -23,6 +23,7 @@ import time
 from django.db import IntegrityError
 from django.utils import timezone
 
+from toolops.crash import crash_point
 from toolops.ids import new_call_id, new_tool_call_id
 from toolops.models import Run, ToolCall
 from toolops.tools import registry
@@ -168,6 +169,7 @@ def _claim_and_run(
         return replay.answer_existing(existing, request, call.args_digest, spec)
     if not won:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
+    crash_point("after-claim")  # fault tests: a holder dead with its claim, nothing sent
     traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
     execution = Execution(
         run=run, call=call, spec=spec, tokens=tokens, fence=1,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from toolops.crash import crash_point
 from toolops.models import Run, ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
@@ -109,6 +110,7 @@ def recover_stale_claim(*, key: str) -> ToolCall | None:
     fence = claims.take_over(key=key, seen_fence=state.fence, lease_s=claims.lease_s(spec))
     if fence is None:
         return None
+    crash_point("mid-sweep")  # fault tests: a claim taken over, neither settled nor sent
     return _recover(call=call, spec=spec, fence=fence)
 
 
