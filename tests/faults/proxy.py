@@ -235,6 +235,8 @@ class FaultProxy:
                 asyncio.create_task(self._pump(link, up_reader, writer, "bytes_down")),
             ]
             await asyncio.gather(*link.tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            pass  # the proxy stops: its end, not an error of the connection
         finally:
             self._links.discard(link)
             for side in (link.client, link.upstream):
