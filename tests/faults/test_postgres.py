@@ -87,7 +87,7 @@ def proxied(
         TOOLOPS_METRICS_CACHE_S="0",  # /metrics reads the database on every scrape
     )
     with httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
     ) as http:
         assert http.post("/api/v1/runs", json={"run_id": "r-faults"}).status_code == 201
         yield server, Agent(http, "r-faults")
@@ -122,10 +122,14 @@ def test_a_restart_mid_load_loses_no_call_and_makes_none_twice(
     server, agent = proxied
     steps = 40
     calls: dict[int, dict[str, Any]] = {}
+    errors: list[BaseException] = []
 
     def drive() -> None:
-        for step in range(steps):
-            calls[step] = agent.until_done(step)
+        try:
+            for step in range(steps):
+                calls[step] = agent.until_done(step)
+        except BaseException as exc:  # noqa: BLE001 - the test's thread reports it below
+            errors.append(exc)
 
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
@@ -136,6 +140,7 @@ def test_a_restart_mid_load_loses_no_call_and_makes_none_twice(
     pg_proxy.schedule([(2.0, "heal", None, {})])
     wait_until(lambda: not driver.is_alive(), 90, failure=lambda: f"{len(calls)} calls done")
 
+    assert not errors, errors[0]
     assert len(calls) == steps
     assert_each_effect_once(agent, shop, calls)
     # The outage was seen, and answered as one: 503 with Retry-After, at once.
@@ -149,7 +154,7 @@ def test_a_restart_mid_load_loses_no_call_and_makes_none_twice(
     assert agent.post_call(steps).status_code == 200
 
 
-@pytest.mark.parametrize("fault, outage_s", [("blackhole", 30.0), ("refuse", 10.0)])
+@pytest.mark.parametrize("fault, outage_s", [("blackhole", 30.0), ("refuse", 17.0)])
 def test_an_unreachable_database_gets_503_promptly_and_the_server_recovers_by_itself(
     proxied: tuple[ToolOpsServer, Agent], pg_proxy: FaultProxy, shop: Shop, fault: str,
     outage_s: float,
@@ -176,7 +181,7 @@ def test_an_unreachable_database_gets_503_promptly_and_the_server_recovers_by_it
     assert_each_effect_once(agent, shop, calls)
     # The same process, healed by itself within seconds, whatever the outage's length.
     assert server.proc.poll() is None
-    assert recovered_s < 10, f"normal answers again {recovered_s:.1f} s after the heal"
+    assert recovered_s < 5, f"normal answers again {recovered_s:.1f} s after the heal"
     assert agent.post_call(step).status_code == 200
 
 
