@@ -67,8 +67,13 @@ class Agent:
 
 @pytest.fixture
 def pg_proxy() -> Iterator[FaultProxy]:
-    port = int(settings.DATABASES["default"].get("PORT") or 5432)
-    with FaultProxy(upstream=("127.0.0.1", port)) as proxy:
+    db = settings.DATABASES["default"]
+    host = db.get("HOST") or ""
+    upstream = (
+        host if host and not host.startswith("/") else "127.0.0.1",
+        int(db.get("PORT") or 5432),
+    )
+    with FaultProxy(upstream=upstream) as proxy:
         yield proxy
 
 
