@@ -35,12 +35,15 @@ from django.conf import settings  # noqa: E402
 from compensations.routing import websocket_urlpatterns as desk_ws  # noqa: E402
 from toolops.approvals.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
 from toolops.bodies import BodyLimit  # noqa: E402
+from toolops.dbconn import set_answer_timeout  # noqa: E402
 from toolops.proxies import TrustedProxies  # noqa: E402
 from toolops.tools import builtin, registry  # noqa: E402, F401
 from traces.routing import websocket_urlpatterns as runs_ws  # noqa: E402
 
 # The catalog is loaded at start-up: a bad file stops the server here, not mid-call.
 registry.load()
+# A web process answers 503 rather than wait on a database that does not answer.
+set_answer_timeout(settings.TOOLOPS_DB_ANSWER_TIMEOUT_S)
 
 # Outermost: X-Forwarded-* from anyone but a trusted proxy is dropped before any of the
 # rest reads it, and a trusted proxy's word becomes the scope's scheme and client.

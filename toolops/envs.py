@@ -125,20 +125,7 @@ def database(data_dir: Path) -> dict[str, object]:
         # Under ASGI, persistent connections leak one per request (DESIGN.md pitfalls):
         # a psycopg pool per process instead, with CONN_MAX_AGE at 0 as the pool requires.
         db["CONN_MAX_AGE"] = 0
-        db["OPTIONS"] = {
-            **db.get("OPTIONS", {}),
-            # Parameters bound by the server, and statements prepared after their 5th use
-            # on a connection: the executor's few hot statements have the same text every
-            # time, and planning them again was most of the database's work per call.
-            # (Behind pgbouncer, it needs 1.21 or later.)
-            "server_side_binding": envbool("TOOLOPS_DB_PREPARED", "1"),
-            "prepare_threshold": 5 if envbool("TOOLOPS_DB_PREPARED", "1") else None,
-            "pool": {
-                "min_size": envint("TOOLOPS_DB_POOL_MIN", 2),
-                "max_size": envint("TOOLOPS_DB_POOL_MAX", 20),
-                "timeout": 10,
-            },
-        }
+        db["OPTIONS"] = {**db.get("OPTIONS", {}), **postgresql_options()}
     elif db["ENGINE"] == "django.db.backends.sqlite3":
         # One machine, several processes (web, worker, beat): WAL lets readers run beside
         # the writer, IMMEDIATE takes the write lock up front instead of failing to upgrade.
@@ -150,3 +137,46 @@ def database(data_dir: Path) -> dict[str, object]:
             ),
         }
     return db
+
+
+def postgresql_options() -> dict[str, object]:
+    """OPTIONS for PostgreSQL: prepared statements, timeouts, the connection pool."""
+    from toolops.dbconn import DeadlineConnection  # noqa: PLC0415 - psycopg: PostgreSQL only
+
+    pool_timeout = envfloat("TOOLOPS_DB_POOL_TIMEOUT_S", 5.0)
+    if not 0 < pool_timeout < 10**6:
+        raise ImproperlyConfigured(
+            f"TOOLOPS_DB_POOL_TIMEOUT_S must be a positive number of seconds, got "
+            f"{os.getenv('TOOLOPS_DB_POOL_TIMEOUT_S')!r}"
+        )
+    return {
+        # Parameters bound by the server, and statements prepared after their 5th use
+        # on a connection: the executor's few hot statements have the same text every
+        # time, and planning them again was most of the database's work per call.
+        # (Behind pgbouncer, it needs 1.21 or later.)
+        "server_side_binding": envbool("TOOLOPS_DB_PREPARED", "1"),
+        "prepare_threshold": 5 if envbool("TOOLOPS_DB_PREPARED", "1") else None,
+        # A database that is down or unreachable is noticed in seconds, never waited
+        # for: connecting gives up after 3 s; a connection whose packets go
+        # unacknowledged for 5 s, or idle and silent to keepalives for ~20 s, is
+        # ended; in web processes a statement unanswered for
+        # TOOLOPS_DB_ANSWER_TIMEOUT_S ends too (toolops/dbconn.py). A broken
+        # connection is closed, so the pool discards it rather than lending it again.
+        "connect_timeout": 3,
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 3,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 5000,
+        "pool": {
+            "min_size": envint("TOOLOPS_DB_POOL_MIN", 2),
+            "max_size": envint("TOOLOPS_DB_POOL_MAX", 20),
+            "connection_class": DeadlineConnection,
+            # A request waits this long for a connection, then is answered 503.
+            "timeout": pool_timeout,
+            # Reconnecting backs off (1, 2, 4 s…) for at most this long; then the next
+            # request starts again from 1 s, so an outage's end is seen in seconds
+            # however long it lasted.
+            "reconnect_timeout": 10.0,
+        },
+    }

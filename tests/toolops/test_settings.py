@@ -78,3 +78,14 @@ def test_it_names_a_bad_setting(tmp_path: Path) -> None:
     result = run_manage("check", TOOLOPS_CLAIM_LEASE_S="soon", TOOLOPS_DATA_DIR=str(tmp_path))
     assert result.returncode != 0
     assert "TOOLOPS_CLAIM_LEASE_S must be a number" in result.stderr
+
+
+def test_it_names_a_bad_database_timeout(tmp_path: Path) -> None:
+    postgres = {"DATABASE_URL": "postgres://toolops@db.example.com/toolops"}
+    for name, value, message in [
+        ("TOOLOPS_DB_POOL_TIMEOUT_S", "0", "must be a positive number of seconds, got '0'"),
+        ("TOOLOPS_DB_ANSWER_TIMEOUT_S", "-1", "must be 0 (no deadline) or a number of seconds"),
+    ]:
+        result = run_manage("check", TOOLOPS_DATA_DIR=str(tmp_path), **postgres, **{name: value})
+        assert result.returncode != 0
+        assert f"{name} {message}" in result.stderr

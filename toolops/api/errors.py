@@ -7,6 +7,7 @@ from http import HTTPStatus
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -15,6 +16,15 @@ from rest_framework.views import set_rollback
 from toolops.executor import BadCallRequest, RunNotRunning, ToolCallConflict
 from toolops.services import RunEndingConflict
 from traces import services as traces
+
+# The database down, unreachable or not answering (toolops/dbconn.py), or every pooled
+# connection busy: nothing is wrong with the request, so 503, to be sent again as it was.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+RETRY_AFTER_S = 5
+UNAVAILABLE_DETAIL = (
+    "ToolOps cannot reach its database just now. Send the same request again after "
+    "Retry-After seconds: the same request (the same tool_call_id) never runs a call twice."
+)
 
 
 def problem(status: int, detail: str, **extra: Any) -> dict[str, Any]:
@@ -41,6 +51,10 @@ def _flatten(detail: Any, prefix: str = "") -> list[str]:
 
 
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        response = _respond(problem(503, UNAVAILABLE_DETAIL), 503)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
     if isinstance(exc, RequestDataTooBig):
         return _respond(problem(413, "The request body is larger than 1 MiB."), 413)
     if isinstance(exc, Http404):
@@ -79,3 +93,12 @@ def api_not_found(request: HttpRequest, exception: Exception | None = None) -> J
         status=404,
         content_type="application/problem+json",
     )
+
+
+def api_unavailable(request: HttpRequest) -> JsonResponse:
+    """503 for a database failure outside a view (authentication, middleware)."""
+    response = JsonResponse(
+        problem(503, UNAVAILABLE_DETAIL), status=503, content_type="application/problem+json"
+    )
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    return response

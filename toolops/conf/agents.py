@@ -51,3 +51,11 @@ if TOOLOPS_MCP_AGENT_MAX_SESSIONS < 1:
     raise ImproperlyConfigured(
         f"TOOLOPS_MCP_AGENT_MAX_SESSIONS must be at least 1, got {TOOLOPS_MCP_AGENT_MAX_SESSIONS}"
     )
+# A database that does not answer (toolops/dbconn.py): web processes give up on a
+# statement after this many seconds (0: never) and answer 503 with Retry-After.
+TOOLOPS_DB_ANSWER_TIMEOUT_S = envfloat("TOOLOPS_DB_ANSWER_TIMEOUT_S", 5.0)
+if not 0 <= TOOLOPS_DB_ANSWER_TIMEOUT_S < 10**6:
+    raise ImproperlyConfigured(
+        "TOOLOPS_DB_ANSWER_TIMEOUT_S must be 0 (no deadline) or a number of seconds, "
+        f"got {os.getenv('TOOLOPS_DB_ANSWER_TIMEOUT_S')!r}"
+    )

@@ -1,0 +1,47 @@
+"""PostgreSQL connections that give up on a database that does not answer.
+
+libpq waits for an answer as long as it takes. TCP keepalives and `tcp_user_timeout`
+(toolops/envs.py) end a connection whose packets are lost, but not one to a server that
+takes the bytes and never answers (a frozen server or host, a proxy or balancer stuck in
+between): a web request would then hold its thread until the database came back. In web
+processes (toolops/asgi.py sets the deadline) every wait on the database — a statement,
+a commit — ends after TOOLOPS_DB_ANSWER_TIMEOUT_S with an OperationalError, which the API
+answers as 503 with Retry-After. The connection is closed on the spot, mid-exchange, so
+the pool discards it rather than lending it again. It costs nothing per statement: the
+deadline is the timeout of the poll psycopg makes anyway. Workers, beat and management
+commands (migrations, retention's long deletes) keep no deadline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+# psycopg's own wake-up interval while it waits (it checks for Ctrl-C in between).
+_WAIT_INTERVAL = 0.1
+_answer_timeout_s: float | None = None
+
+
+def set_answer_timeout(seconds: float | None) -> None:
+    """Give up on an answer after `seconds` (None or 0: wait as long as it takes)."""
+    global _answer_timeout_s
+    _answer_timeout_s = seconds or None
+
+
+class DeadlineConnection(psycopg.Connection):
+    """The pool's connection class (OPTIONS["pool"]["connection_class"])."""
+
+    def wait(self, gen: Any, interval: float = _WAIT_INTERVAL, timeout: float | None = None) -> Any:
+        limit = timeout if timeout is not None else _answer_timeout_s
+        try:
+            return super().wait(gen, interval, limit)
+        except errors._WaitTimeout:
+            if timeout is not None:  # the caller's own timeout (a notifies wait): theirs
+                raise
+            # Half an exchange is left on the wire: the connection is never used again.
+            self.pgconn.finish()
+            raise psycopg.OperationalError(
+                f"the database did not answer within {limit:g} s"
+            ) from None
