@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -79,7 +80,7 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             )
         if not Compensation.objects.filter(
             pk=compensation.pk, status=CompensationStatus.DEAD_LETTERED
-        ).update(status=CompensationStatus.PENDING, queued_at=timezone.now(), finished_at=None):
+        ).update(status=CompensationStatus.PENDING, queued_at=Now(), finished_at=None):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
         # The last round's record says "failed"; the next round claims the same key anew.
         IdempotencyRecord.objects.filter(

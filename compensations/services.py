@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -47,15 +48,13 @@ def compensation_run_next(*, run_pk: int) -> bool:
         return bool(
             Compensation.objects.filter(
                 run_id=run_pk, status=CompensationStatus.REGISTERED, run__status=Run.Status.ABORTING
-            ).update(status=CompensationStatus.PENDING, queued_at=timezone.now())
+            ).update(status=CompensationStatus.PENDING, queued_at=Now())
         )
     if current.status == CompensationStatus.PENDING:
         # A duplicate message or the sweep may race us for this row.
         claimed = Compensation.objects.filter(
             pk=current.pk, status=CompensationStatus.PENDING
-        ).update(
-            status=CompensationStatus.RUNNING, started_at=timezone.now(), rounds=current.rounds + 1
-        )
+        ).update(status=CompensationStatus.RUNNING, started_at=Now(), rounds=current.rounds + 1)
         if not claimed:
             return True
         current.rounds += 1
@@ -138,7 +137,8 @@ def runs_needing_work(*, grace_s: float = 10.0, limit: int = 100) -> list[int]:
     nobody picked up within `grace_s`, running ones whose undo claim lapsed (or never
     began), and aborting runs with nothing left but their ending. Late registrations in
     ended runs are settled on the way."""
-    now = timezone.now()
+    # The database's clock, as queued_at and started_at were written by it.
+    now = Now()
     since = now - timedelta(seconds=grace_s)
     for run in Run.objects.filter(
         compensations__status=CompensationStatus.REGISTERED,

@@ -1,0 +1,1 @@
+"""Whole-service faults: a dependency restarted or unreachable, clocks apart."""
