@@ -268,7 +268,21 @@ else:
     # Redis (and SQS) redeliver a message that was not acknowledged within the visibility
     # timeout: keep it well above the longest task (a run's undos, each up to 5 attempts
     # with waits capped at 30 s), or a slow saga would be delivered twice while it runs.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
+    # A broker that does not answer must not hold a request: a connection gets 1 s, a
+    # reply 5 s (above the worker's 1 s BRPOP); connecting is tried twice, 0.1 s apart
+    # (kombu's default waits 2 s between tries, for up to 4 s), and so is a send (the
+    # second on a fresh connection, after a Redis restart), before the wake-up is given
+    # up, logged, and left to the sweeps (toolops/queue.py). A worker's own reconnecting
+    # is not bound by this (CELERY_BROKER_CONNECTION_MAX_RETRIES below).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": 2 * 3600,
+        "socket_connect_timeout": 1.0,
+        "socket_timeout": 5.0,
+        "max_retries": 1, "interval_start": 0.1, "interval_step": 0, "interval_max": 0.1,
+    }  # fmt: skip
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {
+        "max_retries": 1, "interval_start": 0, "interval_step": 0, "interval_max": 0,
+    }  # fmt: skip
 CELERY_TASK_IGNORE_RESULT = True
 # Delivery the saga can trust: a message is acknowledged only after its task finished
 # (late acks), handed back when the worker process dies mid-task (reject on worker lost),
@@ -278,6 +292,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker outlives a broker that went away (a Redis restart, an outage): it reconnects
+# with growing pauses for as long as it takes, rather than exiting after 100 tries.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # The worker logs through LOGGING above (and its redacting filter), not handlers of its own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
