@@ -235,14 +235,24 @@ SPECTACULAR_SETTINGS = {
 
 REDIS_URL = os.getenv("REDIS_URL", "")
 if REDIS_URL:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    # A pooled connection to a Redis that restarted is dead: a command on it is tried
+    # once more on a fresh connection (redis-py's retry_on_error), so the first page
+    # socket, push or count after a restart is not refused for it.
+    _RETRY_ONCE = {"retry_on_error": [RedisConnectionError]}
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, **_RETRY_ONCE}]},
         }
     }
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": _RETRY_ONCE,
+        }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
