@@ -233,30 +233,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
 }
 
-REDIS_URL = os.getenv("REDIS_URL", "")
-if REDIS_URL:
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    # A pooled connection to a Redis that restarted is dead: a command on it is tried
-    # once more on a fresh connection (redis-py's retry_on_error), so the first page
-    # socket, push or count after a restart is not refused for it.
-    _RETRY_ONCE = {"retry_on_error": [RedisConnectionError]}
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, **_RETRY_ONCE}]},
-        }
-    }
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "OPTIONS": _RETRY_ONCE,
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Redis (REDIS_URL): the Channels layer and the cache shared by every process.
+from toolops.conf.redis import *  # noqa: E402, F403
 
 # Celery: without CELERY_BROKER_URL, an embedded broker that needs no server — kombu's
 # filesystem transport, its folders under the data directory, with messages written
@@ -278,12 +256,11 @@ else:
     # Redis (and SQS) redeliver a message that was not acknowledged within the visibility
     # timeout: keep it well above the longest task (a run's undos, each up to 5 attempts
     # with waits capped at 30 s), or a slow saga would be delivered twice while it runs.
-    # A broker that does not answer must not hold a request: a connection gets 1 s, a
-    # reply 5 s (above the worker's 1 s BRPOP); connecting is tried twice, 0.1 s apart
-    # (kombu's default waits 2 s between tries, for up to 4 s), and so is a send (the
-    # second on a fresh connection, after a Redis restart), before the wake-up is given
-    # up, logged, and left to the sweeps (toolops/queue.py). A worker's own reconnecting
-    # is not bound by this (CELERY_BROKER_CONNECTION_MAX_RETRIES below).
+    # A broker that does not answer must not hold a request: 1 s to connect, 5 s for a
+    # reply (the worker's BRPOP waits 1 s); connecting and sending are each tried twice
+    # at once (kombu waits 2 s between tries) before the wake-up is given up, logged, and
+    # left to the sweeps (toolops/queue.py). A worker's own reconnecting is not bound by
+    # this (CELERY_BROKER_CONNECTION_MAX_RETRIES below).
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": 2 * 3600,
         "socket_connect_timeout": 1.0,
