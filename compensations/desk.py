@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -85,12 +86,11 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             )
         # An open breaker would refuse it unsent: the round waits for it (the worker
         # checks again when it starts), and the ticket says when it runs.
-        now = timezone.now()
-        until = breaker_wait(tool=compensation.tool, queued_at=now)
+        until = breaker_wait(tool=compensation.tool, queued_at=None)
         if not Compensation.objects.filter(
             pk=compensation.pk, status=CompensationStatus.DEAD_LETTERED
         ).update(
-            status=CompensationStatus.PENDING, queued_at=now, finished_at=None, not_before=until
+            status=CompensationStatus.PENDING, queued_at=Now(), finished_at=None, not_before=until
         ):
             raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
         compensation.status, compensation.not_before = CompensationStatus.PENDING, until

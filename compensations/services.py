@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -50,7 +51,7 @@ def compensation_run_next(*, run_pk: int) -> bool:
         return bool(
             Compensation.objects.filter(
                 run_id=run_pk, status=CompensationStatus.REGISTERED, run__status=Run.Status.ABORTING
-            ).update(status=CompensationStatus.PENDING, queued_at=timezone.now())
+            ).update(status=CompensationStatus.PENDING, queued_at=Now())
         )
     if current.status == CompensationStatus.PENDING:
         until = breaker_wait(tool=current.tool, queued_at=current.queued_at)
@@ -59,14 +60,15 @@ def compensation_run_next(*, run_pk: int) -> bool:
             Compensation.objects.filter(pk=current.pk, status=CompensationStatus.PENDING).update(
                 not_before=until
             )
-            enqueue_at(COMPENSATE_RUN, run_pk, at=until)
+            # `until` is the database's time: a process clock behind it would wake us
+            # early and find the breaker still open, so never sooner than in a second.
+            at = max(until, timezone.now() + timedelta(seconds=1))
+            enqueue_at(COMPENSATE_RUN, run_pk, at=at)
             return False
         # A duplicate message or the sweep may race us for this row.
         claimed = Compensation.objects.filter(
             pk=current.pk, status=CompensationStatus.PENDING
-        ).update(
-            status=CompensationStatus.RUNNING, started_at=timezone.now(), rounds=current.rounds + 1
-        )
+        ).update(status=CompensationStatus.RUNNING, started_at=Now(), rounds=current.rounds + 1)
         if not claimed:
             return True
         current.rounds += 1
@@ -94,7 +96,7 @@ def breaker_wait(*, tool: str, queued_at: datetime | None) -> datetime | None:
     """When a queued undo of `tool` may go out, if its breaker would refuse it now: the
     end of the cool-down, or of the probe under way. None: send it now — the breaker
     admits it, or the undo has waited TOOLOPS_COMPENSATION_BREAKER_WAIT_S already (then
-    a refusal dead-letters it, and its ticket says why)."""
+    a refusal dead-letters it, and its ticket says why). `queued_at` None: just now."""
     breaker = executor.breaker_state_of(executor.breaker_states(), tool)
     if not breaker.refuses or breaker.until is None:
         return None
@@ -164,7 +166,8 @@ def runs_needing_work(*, grace_s: float = 10.0, limit: int = 100) -> list[int]:
     nobody picked up within `grace_s`, running ones whose undo claim lapsed (or never
     began), and aborting runs with nothing left but their ending. Late registrations in
     ended runs are settled on the way."""
-    now = timezone.now()
+    # The database's clock, as queued_at and started_at were written by it.
+    now = Now()
     since = now - timedelta(seconds=grace_s)
     for run in Run.objects.filter(
         compensations__status=CompensationStatus.REGISTERED,

@@ -232,20 +232,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
 }
 
-REDIS_URL = os.getenv("REDIS_URL", "")
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
-    }
-    CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Redis (REDIS_URL): the Channels layer and the cache shared by every process.
+from toolops.conf.redis import *  # noqa: E402, F403
 
 # Celery: without CELERY_BROKER_URL, an embedded broker that needs no server — kombu's
 # filesystem transport, its folders under the data directory, with messages written
@@ -267,7 +255,20 @@ else:
     # Redis (and SQS) redeliver a message that was not acknowledged within the visibility
     # timeout: keep it well above the longest task (a run's undos, each up to 5 attempts
     # with waits capped at 30 s), or a slow saga would be delivered twice while it runs.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
+    # A broker that does not answer must not hold a request: 1 s to connect, 5 s for a
+    # reply (the worker's BRPOP waits 1 s); connecting and sending are each tried twice
+    # at once (kombu waits 2 s between tries) before the wake-up is given up, logged, and
+    # left to the sweeps (toolops/queue.py). A worker's own reconnecting is not bound by
+    # this (CELERY_BROKER_CONNECTION_MAX_RETRIES below).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": 2 * 3600,
+        "socket_connect_timeout": 1.0,
+        "socket_timeout": 5.0,
+        "max_retries": 1, "interval_start": 0.1, "interval_step": 0, "interval_max": 0.1,
+    }  # fmt: skip
+    CELERY_TASK_PUBLISH_RETRY_POLICY = {
+        "max_retries": 1, "interval_start": 0, "interval_step": 0, "interval_max": 0,
+    }  # fmt: skip
 CELERY_TASK_IGNORE_RESULT = True
 # Delivery the saga can trust: a message is acknowledged only after its task finished
 # (late acks), handed back when the worker process dies mid-task (reject on worker lost),
@@ -277,6 +278,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker outlives a broker that went away (a Redis restart, an outage): it reconnects
+# with growing pauses for as long as it takes, rather than exiting after 100 tries.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # The worker logs through LOGGING above (and its redacting filter), not handlers of its own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")

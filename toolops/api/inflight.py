@@ -89,8 +89,12 @@ class RedisSlots:
             # Only with REDIS_URL: redis.asyncio takes ~0.15 s to import, and a web process
             # without REDIS_URL never needs it.
             import redis.asyncio  # noqa: PLC0415
+            import redis.exceptions  # noqa: PLC0415
 
-            self._client = redis.asyncio.Redis.from_url(self.url, socket_timeout=2)
+            # A dead pooled connection (Redis restarted) is tried once more, afresh.
+            self._client = redis.asyncio.Redis.from_url(
+                self.url, socket_timeout=2, retry_on_error=[redis.exceptions.ConnectionError]
+            )
         return self._client
 
     async def acquire(self, key: str) -> object | None:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from toolops import executor, live
+from toolops import dbclock, executor, live
 from toolops.approvals.models import LIVE_GROUP, Approval, ApprovalVote
 from toolops.audit.services import Action, audit_record
 from toolops.crash import crash_point
@@ -70,7 +71,7 @@ def _refusal(
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         when = f" at {approval.decided_at:%H:%M:%S} UTC" if approval.decided_at else ""
         return f"Already decided: {approval.status} by {who}{when}."
-    if approval.expires_at <= timezone.now():
+    if approval.expires_at <= dbclock.now():
         _end(approval, ApprovalStatus.EXPIRED, by=None, note="")
         return "This approval has expired: the call was not run."
     if args_hash != approval.args_hash:
@@ -123,7 +124,7 @@ def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: st
 
 
 def _approve(approval: Approval, *, by: AbstractBaseUser, note: str) -> None:
-    now = timezone.now()
+    now = dbclock.now()  # the stalled-approval sweep judges it by the same clock
     Approval.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
         status=ApprovalStatus.APPROVED, decided_by=by, decided_at=now, note=note
     )
@@ -190,7 +191,7 @@ def approvals_end_for_run(*, run: Run, note: str) -> int:
 def approvals_expire(*, limit: int = 200) -> int:
     """End the pending approvals whose time ran out (the worker, every 15 s) — and, as a
     backstop, any still waiting in a run that has ended."""
-    due = Approval.objects.pending().filter(expires_at__lte=timezone.now()).order_by("expires_at")
+    due = Approval.objects.pending().filter(expires_at__lte=Now()).order_by("expires_at")
     ended = 0
     for approval in due[:limit]:
         with transaction.atomic():
@@ -209,7 +210,7 @@ def approvals_expire(*, limit: int = 200) -> int:
 def approvals_stalled() -> list[int]:
     """Approved calls nobody started within TOOLOPS_APPROVAL_GRACE_S: their worker
     message was lost."""
-    since = timezone.now() - timedelta(seconds=settings.TOOLOPS_APPROVAL_GRACE_S)
+    since = Now() - timedelta(seconds=settings.TOOLOPS_APPROVAL_GRACE_S)
     return list(
         Approval.objects.filter(
             status=ApprovalStatus.APPROVED, execution_started_at__isnull=True, decided_at__lt=since

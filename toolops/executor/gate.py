@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from toolops import live
+from toolops import dbclock, live
 from toolops.approvals.models import LIVE_GROUP, Approval
 from toolops.models import Run, ToolCall
 from toolops.notify import events as notify
@@ -107,7 +107,7 @@ def _approval_open(*, run: Run, call: ToolCall, need: Need) -> Approval:
     approval = Approval.objects.create(
         run=run, tool=call.tool, reason=need.reason, duplicate_of_id=need.duplicate_of,
         args_hash=call.args_digest, approvals_required=need.approvals_required,
-        expires_at=timezone.now() + timedelta(seconds=need.ttl_s),
+        expires_at=dbclock.now() + timedelta(seconds=need.ttl_s),
     )  # fmt: skip
     live.changed(group=LIVE_GROUP, item=approval.pk)
     # Recorded with the hold: a rolled-back hold tells nobody.

@@ -9,6 +9,7 @@ The saga worker and the support desk (compensations/) take it from there."""
 
 from __future__ import annotations
 
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
@@ -117,7 +118,7 @@ def start(*, run: Run) -> bool:
     """Hand an aborting run's registered compensations to the saga worker (in the
     caller's transaction; the worker is woken when it commits). False: nothing to
     compensate."""
-    now = timezone.now()
+    now = Now()  # the sweep judges its grace by the database's clock
     # The run's row lock first, as the saga's run_conclude takes it: an ending cannot slip
     # between these writes and its own look.
     Run.objects.select_for_update().filter(pk=run.pk).first()

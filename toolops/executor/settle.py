@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from toolops.models import Attempt, IdempotencyRecord, ToolCall
@@ -147,7 +148,7 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
 def stale_claim_keys(*, limit: int = 50) -> list[str]:
     return list(
         IdempotencyRecord.objects.filter(
-            Q(state=IdempotencyRecord.State.CLAIMED) & Q(lease_until__lt=timezone.now())
+            Q(state=IdempotencyRecord.State.CLAIMED) & Q(lease_until__lt=Now())
         ).values_list("key", flat=True)[:limit]
     )
 

@@ -18,6 +18,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from toolops.notify import content, email, recipients, webhook
@@ -145,7 +146,7 @@ def _claim(channel: str, target: str, message_id: str) -> Sequence[NotificationD
     # Conditional: a row another worker claimed meanwhile is no longer pending.
     Delivery.objects.filter(pk__in=due, status=Status.PENDING).update(
         status=Status.SENDING, batch=message_id, attempts=F("attempts") + 1,
-        lease_until=now + timedelta(seconds=settings.TOOLOPS_NOTIFY_LEASE_S),
+        lease_until=Now() + timedelta(seconds=settings.TOOLOPS_NOTIFY_LEASE_S),
     )  # fmt: skip
     return list(
         Delivery.objects.filter(batch=message_id, status=Status.SENDING)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Ticket
@@ -36,7 +37,7 @@ def sweep() -> int:
         started += bool(event_fan_out(event_pk=pk))
     # A sender that died mid-send: its deliveries are due again (sent at most twice, never
     # lost: a message that went out before the death is sent once more).
-    NotificationDelivery.objects.filter(status=Status.SENDING, lease_until__lt=now).update(
+    NotificationDelivery.objects.filter(status=Status.SENDING, lease_until__lt=Now()).update(
         status=Status.PENDING, next_attempt_at=now, lease_until=None
     )
     overdue = (
