@@ -76,6 +76,10 @@ class Execution:
         self.limit_reached: bool | None = None
         self.lost_claim = False
         self.resumed = False  # taken over from a holder that died
+        # An attempt of a write went out and no answer says what became of it (a timeout,
+        # a reset, a 502 after the commit): retried under its key, but if the retries end
+        # without an answer the write may have been done (_maybe_done).
+        self.maybe_done = False
         # The tool's breaker as read with the run (context.py), for the first attempt.
         self.breaker_state = breaker_state
 
@@ -96,6 +100,9 @@ class Execution:
             breaker.report(self.spec, admission, row.health)
             verdict = classify(outcome, replay_safe=self.spec.replay_safe)
             row.outcome, row.reason = verdict.verdict.value, verdict.reason
+            if verdict.verdict is Verdict.RETRY and not self.spec.is_read:
+                unsafe = classify(outcome, replay_safe=False).verdict is Verdict.UNKNOWN
+                self.maybe_done = self.maybe_done or unsafe
             last_message = outcome.message
             if self._ended_by(outcome, verdict):
                 return
@@ -136,6 +143,8 @@ class Execution:
         if not self._reserve_attempt():
             what = f"max_attempts {self.run.max_attempts} reached"
             message = f"{what}; {last_message}".strip("; ")
+            if self._maybe_done(message):
+                return None
             end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED, message,
                  feedback.budget_exhausted(what))  # fmt: skip
             return None
@@ -193,6 +202,8 @@ class Execution:
             return None
         if self._past_deadline(waited):
             what = f"max_seconds {self.run.max_seconds:g} reached"
+            if self._maybe_done(f"{what}; {outcome.message}", verdict.reason):
+                return None
             end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED,
                  f"{what}; {outcome.message}", feedback.budget_exhausted(what))  # fmt: skip
             return None
@@ -316,11 +327,15 @@ class Execution:
     def _circuit_open(self, until: datetime | None) -> None:
         when = until.isoformat(timespec="seconds").replace("+00:00", "Z") if until else None
         message = f"circuit open{f' until {when}' if when else ''}"
+        if self._maybe_done(message):
+            return
         end(self.call, Status.FAILED, "retry", Reason.CIRCUIT_OPEN, message,
              feedback.circuit_open(self.spec.name, when))  # fmt: skip
 
     def _exhausted(self, message: str, reason: str = Reason.DOWNSTREAM_ERROR) -> None:
         call, spec = self.call, self.spec
+        if self._maybe_done(message, reason):
+            return
         if spec.allow_partial:
             end(
                 call,
@@ -333,6 +348,21 @@ class Execution:
         else:
             end(call, Status.FAILED, "retry", reason, message,
                  feedback.exhausted(spec.name, call.attempts, message))  # fmt: skip
+
+    def _maybe_done(self, message: str, reason: str = Reason.TIMEOUT) -> bool:
+        """A write with an undo, or irreversible, whose retries stop (attempts, budget,
+        breaker, deadline) after an attempt that may have taken effect must not end
+        `failed`: its effect would be neither known nor undone. Its query tool settles it
+        (found: succeeded, and its undo registered; not found: the ending as planned, and
+        False), else it ends `unknown` for a person. True when it ended the call."""
+        spec = self.spec
+        if not self.maybe_done or (spec.compensation is None and spec.kind != "irreversible"):
+            return False
+        message = f"{message}; an earlier attempt may have taken effect"
+        if spec.query is not None:
+            return self.reconcile(message, reason=reason) is not QueryResult.NOT_FOUND
+        self.settle_unknown(message, reason=reason)
+        return True
 
     def settle_unknown(self, message: str, reason: str = Reason.TIMEOUT) -> None:
         query = self.spec.query.tool if self.spec.query else None
