@@ -9,11 +9,13 @@ import json
 import logging
 import queue
 import random
+import re
 import signal
 import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from tests.chaos import quiesce
 from tests.chaos.checker import check
 from tests.chaos.faults import Player, schedule
 from tests.chaos.history import History
-from tests.chaos.stack import REVIEWER, Stack
+from tests.chaos.stack import DB_NAME, REVIEWER, Stack
 from tests.chaos.workload import Agent, Reviewer
 
 # Retries of indeterminate operations go on this long after the faults healed.
@@ -34,11 +36,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=120.0, help="length of the workload")
     parser.add_argument("--seed", type=int, default=None, help="the fault schedule's seed")
     parser.add_argument("--no-faults", action="store_true", help="the workload alone")
+    parser.add_argument(
+        "--no-crash-points", action="store_true",
+        help="start no process with TOOLOPS_CRASH_AT (named crash points)",
+    )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None, help="logs and history here")
+    parser.add_argument(
+        "--database", default=DB_NAME, help=f"the database to create afresh ({DB_NAME})"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the summary here too")
     args = parser.parse_args(argv)
     if args.seconds < 10:
         parser.error(f"--seconds must be at least 10, got {args.seconds:g}")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
+        parser.error(f"--database must be a plain lower-case name, got {args.database!r}")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10**6)
     return args
@@ -144,14 +155,21 @@ def report(result: dict[str, Any], workdir: Path) -> None:
     print(f"replay: make chaos SECONDS={result['seconds']:g} SEED={result['seed']}")
 
 
+def interrupted(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: unwind to the clean-up of every process started."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="toolops-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     say(f"seed {args.seed}, {args.seconds:g} s; logs in {workdir}")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, interrupted)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    stack, history = Stack(workdir, seed=args.seed), History()
+    crash = not (args.no_faults or args.no_crash_points)
+    stack = Stack(workdir, seed=args.seed, db_name=args.database, crash_points=crash)
+    history = History()
     try:
         stack.start()
         say(f"stack up: web {', '.join(stack.web_urls)}; proxies {sorted(stack.proxies) or 'none'}")
@@ -159,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted: stopping everything")
         return 130
+    except Exception:
+        traceback.print_exc()
+        say("the run broke (not a violation): see the logs")
+        return 2
     finally:
         history.dump(workdir / "history.jsonl")
         stack.stop()

@@ -67,6 +67,8 @@ def schedule(seed: int, seconds: float, *, proxies: bool) -> list[Fault]:
                 "kill-worker": rng.choice(["worker1", "worker2"]),
                 "kill-beat": "beat",
             }[kind]
+        if kind == "pg-restart":  # a restart: connections reset, refused for 2 s
+            lasts = min(2.0, end - at)
         faults.append(Fault(round(at, 2), round(lasts, 2), kind, target))
         at += rng.uniform(2.0, 6.0)
     return faults
@@ -81,11 +83,12 @@ class Player:
         self.thread = threading.Thread(target=self.play, name="faults", daemon=True)
         self.stop = threading.Event()
         self.active: list[tuple[float, Fault]] = []
+        self.down: set[str] = set()  # killed by a fault, started again when it heals
 
     def play(self) -> None:
         start = time.monotonic()
         pending = sorted(self.faults, key=lambda f: f.at)
-        while (pending or self.active) and not self.stop.is_set():
+        while not self.stop.is_set():
             now = time.monotonic() - start
             while pending and pending[0].at <= now:
                 fault = pending.pop(0)
@@ -95,9 +98,18 @@ class Player:
             for due, fault in [a for a in self.active if a[0] <= now]:
                 self.active.remove((due, fault))
                 self.heal(fault)
-            time.sleep(0.05)
+            self.watch()
+            time.sleep(0.1)
         for _, fault in list(self.active):
             self.heal(fault)
+
+    def watch(self) -> None:
+        """A process that died by itself (a crash point) is started again at once."""
+        for name, proc in self.stack.procs.items():
+            if name not in self.down and name != "redis" and not proc.alive:
+                self.log(f"crash  {name} exited ({proc.exit_text}); started again")
+                self.injected["crash-point"] += 1
+                proc.start()
 
     def inject(self, fault: Fault) -> None:
         self.log(f"fault  {fault}")
@@ -111,11 +123,13 @@ class Player:
             body = {"path": fault.target, **SHOP_FAULTS[fault.kind]}
             httpx.post(f"{stack.shop_direct}/_shop/faults", json=body).raise_for_status()
         elif fault.kind.startswith("kill-"):
+            self.down.add(fault.target)
             stack.procs[fault.target].kill()
         elif fault.kind == "pg-restart" and "pg" in stack.proxies:
             stack.proxies["pg"].reset()
             stack.proxies["pg"].refuse()
         elif fault.kind == "redis-restart":
+            self.down.add("redis")
             stack.procs["redis"].kill()
         self.injected[fault.kind] += 1
 
@@ -134,7 +148,8 @@ class Player:
             elif fault.kind.startswith("shop-"):
                 httpx.post(f"{stack.shop_direct}/_shop/faults", json={"path": fault.target})
             elif fault.kind.startswith("kill-") or fault.kind == "redis-restart":
-                stack.revive()
+                stack.start_again(fault.target or "redis")
+        self.down.discard(fault.target or "redis")
 
     def heal_all(self) -> None:
         self.stop.set()
@@ -146,3 +161,4 @@ class Player:
             with suppress(httpx.HTTPError):
                 httpx.post(f"{self.stack.shop_direct}/_shop/faults", json={"path": path})
         self.stack.revive()
+        self.stack.calm()

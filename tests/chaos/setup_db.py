@@ -10,20 +10,25 @@ from typing import Any
 
 import psycopg
 
-from tests.chaos.stack import DB_NAME, REVIEWER, ROOT
+from tests.chaos.stack import REVIEWER, ROOT
 
 AGENTS = 4
 
 
 def direct_env(env: dict[str, str]) -> dict[str, str]:
     """The stack's environment with the database reached without its fault proxy."""
-    return {**env, "DATABASE_URL": f"postgres:///{DB_NAME}"}
+    return {**env, "DATABASE_URL": f"postgres:///{db_name(env)}"}
+
+
+def db_name(env: dict[str, str]) -> str:
+    return env["DATABASE_URL"].rsplit("/", 1)[1]
 
 
 def fresh_database(env: dict[str, str]) -> None:
+    name = db_name(env)
     with psycopg.connect("dbname=postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
         cwd=ROOT,

@@ -32,6 +32,14 @@ TIMINGS = {
     "TOOLOPS_APPROVAL_SWEEP_S": "3",
     "TOOLOPS_APPROVAL_GRACE_S": "3",
 }
+# Named crash points (TOOLOPS_CRASH_AT, name@probability: the process SIGKILLs itself
+# there), one per process that passes it; a product without them ignores the variable.
+CRASH_POINTS = {
+    "web2": "after-answer@0.02",
+    "worker1": "after-claim@0.02",
+    "worker2": "mid-compensation@0.05",
+    "beat": "mid-sweep@0.05",
+}
 # The beat's stale-claim sweep runs every 30 s whatever the lease (settings.py).
 CLAIM_SWEEP_S = 30.0
 
@@ -89,6 +97,13 @@ class Proc:
         self.starts += 1
 
     @property
+    def exit_text(self) -> str:
+        code = None if self.proc is None else self.proc.returncode
+        if code is not None and code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code}"
+
+    @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -116,8 +131,12 @@ class Stack:
     """Everything a chaos run needs, started by `start()` and stopped by `stop()` (also
     when start-up fails half way)."""
 
-    def __init__(self, workdir: Path, seed: int = 0, webs: int = 2, workers: int = 2) -> None:
-        self.workdir, self.seed = workdir, seed
+    def __init__(
+        self, workdir: Path, seed: int = 0, *, db_name: str = DB_NAME, webs: int = 2,
+        workers: int = 2, crash_points: bool = False,
+    ) -> None:  # fmt: skip
+        self.workdir, self.seed, self.db_name = workdir, seed, db_name
+        self.crash_points = crash_points
         self.n_webs, self.n_workers = webs, workers
         self.procs: dict[str, Proc] = {}
         self.proxies: dict[str, Any] = {}
@@ -181,7 +200,7 @@ class Stack:
         env.update(
             PYTHONPATH=str(ROOT),
             PYTHONUNBUFFERED="1",
-            DATABASE_URL=f"postgres://{HOST}:{db_port}/{DB_NAME}",
+            DATABASE_URL=f"postgres://{HOST}:{db_port}/{self.db_name}",
             CELERY_BROKER_URL=f"redis://{HOST}:{redis_port}/0",
             REDIS_URL=f"redis://{HOST}:{redis_port}/1",
             TOOLOPS_TOOLS_FILE=str(self.write_catalog()),
@@ -194,6 +213,9 @@ class Stack:
 
     def add(self, name: str, args: list[str]) -> Proc:
         proc = Proc(name, args, self.env, self.workdir / f"{name}.log")
+        if self.crash_points and name in CRASH_POINTS:
+            seed = str(self.seed + len(self.procs))
+            proc.extra_env = {"TOOLOPS_CRASH_AT": CRASH_POINTS[name], "TOOLOPS_CRASH_SEED": seed}
         self.procs[name] = proc
         proc.start()
         return proc
@@ -272,20 +294,28 @@ class Stack:
         self.tokens, _ = setup_db.create_people(self.env, self.reviewer_password)
         self.start_processes()
 
-    def restart_redis(self) -> None:
-        self.procs["redis"].kill()
-        self.procs["redis"].start()
-        wait_for(lambda: port_answers(self.redis_port), 20, "redis-server")
+    def start_again(self, name: str) -> None:
+        proc = self.procs[name]
+        proc.kill()
+        proc.start()
+        if name == "redis":
+            wait_for(lambda: port_answers(self.redis_port), 20, "redis-server")
 
     def revive(self) -> list[str]:
         """Start again every process found dead; their names."""
         dead = [name for name, p in self.procs.items() if not p.alive]
         for name in dead:
-            if name == "redis":
-                self.restart_redis()
-            else:
-                self.procs[name].start()
+            self.start_again(name)
         return dead
+
+    def calm(self) -> None:
+        """Processes started with crash points are started again without them, so that
+        the stack can go quiet once the faults healed."""
+        for proc in self.procs.values():
+            if proc.extra_env:
+                proc.extra_env = {}
+                proc.stop()
+                proc.start()
 
     def logs(self) -> dict[str, str]:
         return {n: p.log.read_text(errors="replace") for n, p in self.procs.items()}

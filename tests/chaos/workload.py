@@ -184,8 +184,10 @@ class Agent(Client):
             if call.get("status") == "pending_approval" and not handed and approval:
                 self.approvals.put((key, approval["approval_id"]))
                 handed = True
-            url = self.url(f"/api/v1/calls/{call['call_id']}?wait={POLL_S}")
-            kind, answer = self.settled("read", key, None, lambda u=url: self.http.get(u))
+            path = f"/api/v1/calls/{call['call_id']}?wait={POLL_S}"
+            # Each try on any web process: one killed meanwhile does not hold the call up.
+            get = lambda p=path: self.http.get(self.url(p))  # noqa: E731
+            kind, answer = self.settled("read", key, None, get)
             if kind == OK and isinstance(answer, dict):
                 call = answer
             elif kind == FAIL:
