@@ -135,6 +135,7 @@ def summary(
         "operations": sum(1 for o in history.ops if o.type == "invoke"),
         "counts": history.counts(),
         "faults": dict(player.injected),
+        "exits": dict(player.exits),
         "quiet": quiet,
         "violation": violation.text() if violation else None,
     }
@@ -147,6 +148,9 @@ def report(result: dict[str, Any], workdir: Path) -> None:
     )
     faults = ", ".join(f"{k} ×{n}" for k, n in sorted(result["faults"].items())) or "none"
     print(f"faults injected: {faults}")
+    if result["exits"]:
+        exits = ", ".join(f"{k} ×{n}" for k, n in sorted(result["exits"].items()))
+        print(f"processes that exited by themselves (started again): {exits}")
     print("checked: " + "; ".join(f"{k}: {v}" for k, v in result["world"].items()))
     if not result["quiet"]:
         print("the stack did not go quiet within the deadline (checked anyway)")

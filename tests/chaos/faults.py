@@ -83,6 +83,7 @@ class Player:
         self.thread = threading.Thread(target=self.play, name="faults", daemon=True)
         self.stop = threading.Event()
         self.active: list[tuple[float, Fault]] = []
+        self.exits: Counter[str] = Counter()  # processes that exited by themselves
         self.down: set[str] = set()  # killed by a fault, started again when it heals
 
     def play(self) -> None:
@@ -104,11 +105,15 @@ class Player:
             self.heal(fault)
 
     def watch(self) -> None:
-        """A process that died by itself (a crash point) is started again at once."""
+        """A process that died by itself is started again at once, as a supervisor
+        would: SIGKILLed, it hit a crash point; otherwise it exited (`exits`)."""
         for name, proc in self.stack.procs.items():
             if name not in self.down and name != "redis" and not proc.alive:
-                self.log(f"crash  {name} exited ({proc.exit_text}); started again")
-                self.injected["crash-point"] += 1
+                self.log(f"died   {name} ({proc.exit_text}); started again")
+                if proc.exit_text == "killed by SIGKILL":
+                    self.injected["crash-point"] += 1
+                else:
+                    self.exits[f"{name} {proc.exit_text}"] += 1
                 proc.start()
 
     def inject(self, fault: Fault) -> None:
