@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="toolops-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     say(f"seed {args.seed}, {args.seconds:g} s; logs in {workdir}")
+    # Both, explicitly: a runner started in the background inherits SIGINT ignored.
     signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     crash = not (args.no_faults or args.no_crash_points)
     stack = Stack(workdir, seed=args.seed, db_name=args.database, crash_points=crash)

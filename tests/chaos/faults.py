@@ -108,6 +108,8 @@ class Player:
         """A process that died by itself is started again at once, as a supervisor
         would: SIGKILLed, it hit a crash point; otherwise it exited (`exits`)."""
         for name, proc in self.stack.procs.items():
+            if self.stack.stopping:
+                return
             if name not in self.down and name != "redis" and not proc.alive:
                 self.log(f"died   {name} ({proc.exit_text}); started again")
                 if proc.exit_text == "killed by SIGKILL":

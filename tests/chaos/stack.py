@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -80,8 +81,15 @@ class Proc:
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    closed: bool = False  # stopped for good: never started again
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def start(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self._spawn()
+
+    def _spawn(self) -> None:
         with self.log.open("ab") as log:
             log.write(f"\n--- start {self.starts + 1}: {' '.join(self.args)}\n".encode())
             log.flush()
@@ -116,6 +124,13 @@ class Proc:
         with suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
 
+    def close(self) -> None:
+        """Stop for good (SIGTERM, then SIGKILL): whoever starts it again meanwhile, the
+        stop waits for and wins."""
+        with self.lock:
+            self.closed = True
+        self.stop()
+
     def stop(self, grace: float = 8.0) -> None:
         if self.proc is None:
             return
@@ -137,6 +152,7 @@ class Stack:
     ) -> None:  # fmt: skip
         self.workdir, self.seed, self.db_name = workdir, seed, db_name
         self.crash_points = crash_points
+        self.stopping = False  # set by stop(): nothing is started again after it
         self.n_webs, self.n_workers = webs, workers
         self.procs: dict[str, Proc] = {}
         self.proxies: dict[str, Any] = {}
@@ -295,6 +311,8 @@ class Stack:
         self.start_processes()
 
     def start_again(self, name: str) -> None:
+        if self.stopping:
+            return
         proc = self.procs[name]
         proc.kill()
         proc.start()
@@ -321,11 +339,12 @@ class Stack:
         return {n: p.log.read_text(errors="replace") for n, p in self.procs.items()}
 
     def stop(self) -> None:
+        self.stopping = True
         for name, proc in self.procs.items():
             if name != "redis":
-                proc.stop()
+                proc.close()
         if "redis" in self.procs:
-            self.procs["redis"].stop(grace=3)
+            self.procs["redis"].close()
         for proxy in self.proxies.values():
             with suppress(Exception):
                 proxy.stop()
