@@ -278,8 +278,10 @@ INVARIANTS: list[Callable[[World], Violation | None]] = [
 
 def check(world: World) -> Violation | None:
     """The first violation, or None: every invariant held."""
-    for invariant in INVARIANTS:
-        violation = invariant(world)
-        if violation is not None:
-            return violation
-    return None
+    found = check_each(world)
+    return found[0] if found else None
+
+
+def check_each(world: World) -> list[Violation]:
+    """Each broken invariant's first violation, in the order of INVARIANTS."""
+    return [v for v in (invariant(world) for invariant in INVARIANTS) if v is not None]

@@ -31,6 +31,8 @@ SHOP_FAULTS = {
     "shop-lost": {"drop_after_commit": 3},
     "shop-commit-502": {"commit_then_status": 2, "fail_status": 502},
 }
+# A worker's clock this far ahead (libfaketime), restarted so for the fault's length.
+SKEW = "+5s"
 PROCESS_KINDS = ("kill-web", "kill-worker", "kill-beat")
 
 
@@ -45,13 +47,15 @@ class Fault:
         return f"{self.at:6.1f}s +{self.lasts:.1f}s {self.kind} {self.target}"
 
 
-def schedule(seed: int, seconds: float, *, proxies: bool) -> list[Fault]:
+def schedule(seed: int, seconds: float, *, proxies: bool, skew: bool = False) -> list[Fault]:
     """Faults over the first 80% of the run, one starting every 2–6 s, each healed by
     then: the rest of the run is recovery with the clients still going."""
     rng = random.Random(seed)
     kinds = [*SHOP_FAULTS, *PROCESS_KINDS, "pg-restart", "redis-restart"]
     if proxies:
         kinds += [f"proxy-{f}" for f in PROXY_FAULTS]
+    if skew:  # last, so that a seed's schedule without it stays what it was
+        kinds.append("skew-worker")
     end, at, faults = seconds * 0.8, 3.0, []
     while at < end - 1:
         kind = rng.choice(kinds)
@@ -61,6 +65,8 @@ def schedule(seed: int, seconds: float, *, proxies: bool) -> list[Fault]:
             target = rng.choice(["pg", "redis", "shop"])
         elif kind.startswith("shop-"):
             target = rng.choice(SHOP_PATHS)
+        elif kind == "skew-worker":
+            target = rng.choice(["worker1", "worker2"])
         elif kind.startswith("kill-"):
             target = {
                 "kill-web": rng.choice(["web1", "web2"]),
@@ -138,6 +144,9 @@ class Player:
         elif fault.kind == "redis-restart":
             self.down.add("redis")
             stack.procs["redis"].kill()
+        elif fault.kind == "skew-worker":
+            self.down.add(fault.target)
+            stack.skew(fault.target, SKEW)
         self.injected[fault.kind] += 1
 
     def heal(self, fault: Fault) -> None:
@@ -154,6 +163,8 @@ class Player:
                         proxy.reset()
             elif fault.kind.startswith("shop-"):
                 httpx.post(f"{stack.shop_direct}/_shop/faults", json={"path": fault.target})
+            elif fault.kind == "skew-worker":
+                stack.skew(fault.target, None)
             elif fault.kind.startswith("kill-") or fault.kind == "redis-restart":
                 stack.start_again(fault.target or "redis")
         self.down.discard(fault.target or "redis")

@@ -319,6 +319,16 @@ class Stack:
         if name == "redis":
             wait_for(lambda: port_answers(self.redis_port), 20, "redis-server")
 
+    def skew(self, name: str, offset: str | None) -> None:
+        """Start `name` again with its clock `offset` ahead (libfaketime), or right."""
+        proc = self.procs[name]
+        for var in ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_RESET"):
+            proc.extra_env.pop(var, None)
+        if offset is not None:
+            proc.extra_env.update(LD_PRELOAD=str(libfaketime()), FAKETIME=offset,
+                                  FAKETIME_DONT_RESET="1")  # fmt: skip
+        self.start_again(name)
+
     def revive(self) -> list[str]:
         """Start again every process found dead; their names."""
         dead = [name for name, p in self.procs.items() if not p.alive]
@@ -350,6 +360,15 @@ class Stack:
                 proxy.stop()
         if self.shop is not None:
             self.shop.shutdown()
+
+
+def libfaketime() -> Path:
+    """The faketime library (Debian package `faketime`), for clock-skew faults."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    found += sorted(Path("/usr/lib/faketime").glob("libfaketime.so.1"))
+    if not found:
+        raise RuntimeError("--skew needs libfaketime: apt-get install faketime")
+    return found[0]
 
 
 def web_answers(url: str) -> bool:

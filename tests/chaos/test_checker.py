@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.checker import Call, Effect, Run, World, check
+from tests.chaos.checker import Call, Effect, Run, World, check, check_each
 from tests.chaos.history import FAIL, INFO, OK, History
 from tests.chaos.workload import API_KEY, SECRETS
 
@@ -149,3 +149,10 @@ def test_an_answer_the_database_forgot_is_reported() -> None:
     w.effects = [e for e in w.effects if e.key != (RUN, "tc-0")]
     violation = check(w)
     assert violation is not None and violation.invariant == "answers durable"
+
+
+def test_each_broken_invariant_is_named() -> None:
+    w = world()
+    w.stale_claims = ["reserve_stock c-1 (lease 5 s)"]
+    w.texts["log beat"] = API_KEY
+    assert [v.invariant for v in check_each(w)] == ["claims expire", "no secrets"]
