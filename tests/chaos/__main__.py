@@ -101,7 +101,9 @@ def run(args: argparse.Namespace, stack: Stack, history: History) -> dict[str, A
     stop, agents_done = threading.Event(), threading.Event()
     agents, reviewer = clients(stack, history, args.seed, stop)
     faults = (
-        [] if args.no_faults else schedule(args.seed, args.seconds, proxies=bool(stack.proxies))
+        []
+        if args.no_faults
+        else schedule(args.seed, args.seconds, proxies=bool(stack.proxies), skew=args.skew)
     )
     player = Player(stack, faults, say)
     threads = [threading.Thread(target=a.loop, name=a.name, daemon=True) for a in agents]

@@ -75,6 +75,8 @@ def schedule(seed: int, seconds: float, *, proxies: bool, skew: bool = False) ->
             }[kind]
         if kind == "pg-restart":  # a restart: connections reset, refused for 2 s
             lasts = min(2.0, end - at)
+        elif kind == "skew-worker":  # long enough for the worker to start and work
+            lasts = min(rng.uniform(10.0, 20.0), end - at)
         faults.append(Fault(round(at, 2), round(lasts, 2), kind, target))
         at += rng.uniform(2.0, 6.0)
     return faults

@@ -364,8 +364,8 @@ class Stack:
 
 def libfaketime() -> Path:
     """The faketime library (Debian package `faketime`), for clock-skew faults."""
-    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
-    found += sorted(Path("/usr/lib/faketime").glob("libfaketime.so.1"))
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    found += sorted(Path("/usr/lib/faketime").glob("libfaketimeMT.so.1"))
     if not found:
         raise RuntimeError("--skew needs libfaketime: apt-get install faketime")
     return found[0]
