@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services lint format run migrations-check bench install clean
+.PHONY: demo test chaos services lint format run migrations-check bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,17 @@ test: services $(STAMP)
 	$(MAKE) lint
 	$(PY) -m pytest
 
+# A chaos run (docs/reliability.md): the whole stack on this machine under random faults
+# for SECONDS, then the invariants checked; SEED replays a run (random when not given,
+# and printed). `make chaos SECONDS=600 SEED=42`; SKEW=1 adds clock-skew faults (a worker
+# under libfaketime). Exit status 1 on a violation.
+SECONDS ?= 120
+chaos: export DATABASE_URL ?= postgres:///toolops
+chaos: services $(STAMP)
+	$(PY) -m tests.chaos --seconds $(SECONDS)$(if $(SEED), --seed $(SEED))$(if $(SKEW), --skew)
+
 # Serially: the services (python3-venv among them) before the virtualenv.
-.NOTPARALLEL: test
+.NOTPARALLEL: test chaos
 
 services:
 	PYTHON=$(PYTHON) .ci/services

@@ -1,0 +1,1 @@
+"""Chaos runs (issue 18): a real stack under random faults, its history checked."""

@@ -1,0 +1,217 @@
+"""`python -m tests.chaos --seconds 60 --seed 42`: start the stack, run the clients under
+a random fault schedule, heal, wait for the stack to go quiet, check the invariants and
+print the summary. Exit status 1 on a violation, 2 when the run itself broke."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import queue
+import random
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.chaos import quiesce
+from tests.chaos.checker import check_each
+from tests.chaos.faults import Player, schedule
+from tests.chaos.history import History
+from tests.chaos.stack import DB_NAME, REVIEWER, Stack, libfaketime
+from tests.chaos.workload import Agent, Reviewer
+
+# Retries of indeterminate operations go on this long after the faults healed.
+RETRY_AFTER_END_S = 90.0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=120.0, help="length of the workload")
+    parser.add_argument("--seed", type=int, default=None, help="the fault schedule's seed")
+    parser.add_argument("--no-faults", action="store_true", help="the workload alone")
+    parser.add_argument(
+        "--no-crash-points", action="store_true",
+        help="start no process with TOOLOPS_CRASH_AT (named crash points)",
+    )  # fmt: skip
+    parser.add_argument("--workdir", type=Path, default=None, help="logs and history here")
+    parser.add_argument(
+        "--skew", action="store_true",
+        help="also restart a worker with its clock ahead for a while (needs faketime)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--database", default=DB_NAME, help=f"the database to create afresh ({DB_NAME})"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the summary here too")
+    args = parser.parse_args(argv)
+    if args.seconds < 10:
+        parser.error(f"--seconds must be at least 10, got {args.seconds:g}")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
+        parser.error(f"--database must be a plain lower-case name, got {args.database!r}")
+    if args.skew:
+        try:
+            libfaketime()
+        except RuntimeError as exc:  # refused before anything starts
+            parser.error(str(exc))
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 10**6)
+    return args
+
+
+def say(text: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def clients(
+    stack: Stack, history: History, seed: int, stop: threading.Event
+) -> tuple[list[Agent], Reviewer]:
+    approvals: queue.Queue[Any] = queue.Queue()
+    agents = [
+        Agent(
+            f"a{i + 1}",
+            history,
+            stack.web_urls,
+            random.Random(seed * 100 + i),
+            stop,
+            token=token,
+            approvals=approvals,
+        )
+        for i, token in enumerate(stack.tokens)
+    ]
+    reviewer = Reviewer(
+        "reviewer",
+        history,
+        stack.web_urls,
+        random.Random(seed),
+        stop,
+        username=REVIEWER,
+        password=stack.reviewer_password,
+        approvals=approvals,
+    )
+    return agents, reviewer
+
+
+def run(args: argparse.Namespace, stack: Stack, history: History) -> dict[str, Any]:
+    stop, agents_done = threading.Event(), threading.Event()
+    agents, reviewer = clients(stack, history, args.seed, stop)
+    faults = (
+        []
+        if args.no_faults
+        else schedule(args.seed, args.seconds, proxies=bool(stack.proxies), skew=args.skew)
+    )
+    player = Player(stack, faults, say)
+    threads = [threading.Thread(target=a.loop, name=a.name, daemon=True) for a in agents]
+    review = threading.Thread(target=reviewer.loop, args=(agents_done,), daemon=True)
+    for t in (*threads, review):
+        t.start()
+    player.thread.start()
+    time.sleep(args.seconds)
+    say("workload stops; faults heal")
+    player.heal_all()
+    stop.set()
+    for client in (*agents, reviewer):
+        client.give_up_at = time.monotonic() + RETRY_AFTER_END_S
+    for t in threads:
+        t.join(RETRY_AFTER_END_S + 150)
+    agents_done.set()
+    review.join(RETRY_AFTER_END_S + 30)
+    say("clients done; waiting for the stack to go quiet")
+    quiet = quiesce.wait(timeout=180)
+    from tests.chaos.gather import gather
+
+    world = gather(stack, history, reviewer)
+    found = check_each(world)
+    result = summary(args, history, player, found[0] if found else None, quiet)
+    result["also broken"] = [v.text().splitlines()[0] for v in found[1:]]
+    result["world"] = {
+        "runs": len(world.runs),
+        "calls": len(world.calls),
+        "effects": len(world.effects),
+        "call statuses": dict(Counter(c.status for c in world.calls.values())),
+        "run statuses": dict(Counter(r.status for r in world.runs.values())),
+    }
+    return result
+
+
+def summary(
+    args: argparse.Namespace, history: History, player: Player, violation: Any, quiet: bool
+) -> dict[str, Any]:
+    return {
+        "seed": args.seed,
+        "seconds": args.seconds,
+        "skew": args.skew,
+        "operations": sum(1 for o in history.ops if o.type == "invoke"),
+        "counts": history.counts(),
+        "faults": dict(player.injected),
+        "exits": dict(player.exits),
+        "quiet": quiet,
+        "violation": violation.text() if violation else None,
+    }
+
+
+def report(result: dict[str, Any], workdir: Path) -> None:
+    c = result["counts"]
+    print(
+        f"\noperations: {result['operations']}  ok: {c['ok']}  fail: {c['fail']}  info: {c['info']}"
+    )
+    faults = ", ".join(f"{k} ×{n}" for k, n in sorted(result["faults"].items())) or "none"
+    print(f"faults injected: {faults}")
+    if result["exits"]:
+        exits = ", ".join(f"{k} ×{n}" for k, n in sorted(result["exits"].items()))
+        print(f"processes that exited by themselves (started again): {exits}")
+    print("checked: " + "; ".join(f"{k}: {v}" for k, v in result["world"].items()))
+    if not result["quiet"]:
+        print("the stack did not go quiet within the deadline (checked anyway)")
+    print(result["violation"] or "invariants: held")
+    for line in result["also broken"]:
+        print(f"also: {line}")
+    print(f"logs and history: {workdir}")
+    skew = " SKEW=1" if result["skew"] else ""
+    print(f"replay: make chaos SECONDS={result['seconds']:g} SEED={result['seed']}{skew}")
+
+
+def interrupted(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: unwind to the clean-up of every process started."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="toolops-chaos-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    say(f"seed {args.seed}, {args.seconds:g} s; logs in {workdir}")
+    # Both, explicitly: a runner started in the background inherits SIGINT ignored.
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    crash = not (args.no_faults or args.no_crash_points)
+    stack = Stack(workdir, seed=args.seed, db_name=args.database, crash_points=crash)
+    history = History()
+    try:
+        stack.start()
+        say(f"stack up: web {', '.join(stack.web_urls)}; proxies {sorted(stack.proxies) or 'none'}")
+        result = run(args, stack, history)
+    except KeyboardInterrupt:
+        say("interrupted: stopping everything")
+        return 130
+    except Exception:
+        traceback.print_exc()
+        say("the run broke (not a violation): see the logs")
+        return 2
+    finally:
+        history.dump(workdir / "history.jsonl")
+        stack.stop()
+    report(result, workdir)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 1 if result["violation"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""A short chaos run as part of the suite: the whole stack (two web processes, two
+workers, beat, PostgreSQL, Redis and the shop behind fault proxies) under a fixed seed's
+fault schedule — a worker and the beat killed, a Redis restart, PostgreSQL's connections
+half-open then slow, the shop slow, failing and losing answers after committing — and
+every invariant must hold after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.chaos.stack import ROOT
+
+SEED = 7  # its 45 s schedule: ten faults of seven kinds (python -m tests.chaos prints them)
+SECONDS = 45
+
+
+def chaos_database() -> str:
+    """A database of this test's own, next to the suite's (DATABASE_URL's name)."""
+    name = os.environ.get("DATABASE_URL", "postgres:///toolops").rsplit("/", 1)[1]
+    return f"{name or 'toolops'}_chaos"
+
+
+def test_a_chaos_run_holds_every_invariant(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SETTINGS")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.chaos", "--seconds", str(SECONDS), "--seed", str(SEED),
+         "--database", chaos_database(), "--workdir", str(tmp_path / "run"),
+         "--json", str(summary)],
+        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    output = done.stdout[-6000:] + done.stderr[-4000:]
+    assert done.returncode == 0, output
+    result = json.loads(summary.read_text())
+    assert result["violation"] is None, output
+    assert result["quiet"], output
+    # The faults happened, and so did the work they hit.
+    assert len(result["faults"]) >= 5, result["faults"]
+    assert result["counts"]["ok"] > 100, result["counts"]
+    assert result["world"]["effects"] > 20, result["world"]
