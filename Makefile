@@ -36,12 +36,11 @@ test: services $(STAMP)
 
 # A chaos run (docs/reliability.md): the whole stack on this machine under random faults
 # for SECONDS, then the invariants checked; SEED replays a run (random when not given,
-# and printed). `make chaos SECONDS=600 SEED=42`; SKEW=1 adds clock-skew faults (a worker
-# under libfaketime). Exit status 1 on a violation.
+# and printed). `make chaos SECONDS=600 SEED=42`. Exit status 1 on a violation.
 SECONDS ?= 120
 chaos: export DATABASE_URL ?= postgres:///toolops
 chaos: services $(STAMP)
-	$(PY) -m tests.chaos --seconds $(SECONDS)$(if $(SEED), --seed $(SEED))$(if $(SKEW), --skew)
+	$(PY) -m tests.chaos --seconds $(SECONDS)$(if $(SEED), --seed $(SEED))
 
 # Serially: the services (python3-venv among them) before the virtualenv.
 .NOTPARALLEL: test chaos

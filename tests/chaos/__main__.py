@@ -24,7 +24,7 @@ from tests.chaos import quiesce
 from tests.chaos.checker import check_each
 from tests.chaos.faults import Player, schedule
 from tests.chaos.history import History
-from tests.chaos.stack import DB_NAME, REVIEWER, Stack, libfaketime
+from tests.chaos.stack import DB_NAME, REVIEWER, Stack
 from tests.chaos.workload import Agent, Reviewer
 
 # Retries of indeterminate operations go on this long after the faults healed.
@@ -42,10 +42,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--workdir", type=Path, default=None, help="logs and history here")
     parser.add_argument(
-        "--skew", action="store_true",
-        help="also restart a worker with its clock ahead for a while (needs faketime)",
-    )  # fmt: skip
-    parser.add_argument(
         "--database", default=DB_NAME, help=f"the database to create afresh ({DB_NAME})"
     )
     parser.add_argument("--json", type=Path, default=None, help="write the summary here too")
@@ -54,11 +50,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--seconds must be at least 10, got {args.seconds:g}")
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
         parser.error(f"--database must be a plain lower-case name, got {args.database!r}")
-    if args.skew:
-        try:
-            libfaketime()
-        except RuntimeError as exc:  # refused before anything starts
-            parser.error(str(exc))
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10**6)
     return args
@@ -101,9 +92,7 @@ def run(args: argparse.Namespace, stack: Stack, history: History) -> dict[str, A
     stop, agents_done = threading.Event(), threading.Event()
     agents, reviewer = clients(stack, history, args.seed, stop)
     faults = (
-        []
-        if args.no_faults
-        else schedule(args.seed, args.seconds, proxies=bool(stack.proxies), skew=args.skew)
+        [] if args.no_faults else schedule(args.seed, args.seconds, proxies=bool(stack.proxies))
     )
     player = Player(stack, faults, say)
     threads = [threading.Thread(target=a.loop, name=a.name, daemon=True) for a in agents]
@@ -145,7 +134,6 @@ def summary(
     return {
         "seed": args.seed,
         "seconds": args.seconds,
-        "skew": args.skew,
         "operations": sum(1 for o in history.ops if o.type == "invoke"),
         "counts": history.counts(),
         "faults": dict(player.injected),
@@ -172,8 +160,7 @@ def report(result: dict[str, Any], workdir: Path) -> None:
     for line in result["also broken"]:
         print(f"also: {line}")
     print(f"logs and history: {workdir}")
-    skew = " SKEW=1" if result["skew"] else ""
-    print(f"replay: make chaos SECONDS={result['seconds']:g} SEED={result['seed']}{skew}")
+    print(f"replay: make chaos SECONDS={result['seconds']:g} SEED={result['seed']}")
 
 
 def interrupted(signum: int, frame: Any) -> None:

@@ -31,8 +31,9 @@ SHOP_FAULTS = {
     "shop-lost": {"drop_after_commit": 3},
     "shop-commit-502": {"commit_then_status": 2, "fail_status": 502},
 }
-# A worker's clock this far ahead (libfaketime), restarted so for the fault's length.
-SKEW = "+5s"
+# A worker's application clock this far ahead or behind, restarted so for the fault's
+# length.
+SKEW_S = 5.0
 PROCESS_KINDS = ("kill-web", "kill-worker", "kill-beat")
 
 
@@ -47,15 +48,18 @@ class Fault:
         return f"{self.at:6.1f}s +{self.lasts:.1f}s {self.kind} {self.target}"
 
 
-def schedule(seed: int, seconds: float, *, proxies: bool, skew: bool = False) -> list[Fault]:
+# Whole services: PostgreSQL restarted (reset, refused 2 s) or out of reach for 30 s;
+# Redis restarted (empty) or down for a while (the broker gone while work goes on).
+SERVICE_KINDS = ("pg-restart", "pg-outage", "redis-restart", "broker-down")
+
+
+def schedule(seed: int, seconds: float, *, proxies: bool) -> list[Fault]:
     """Faults over the first 80% of the run, one starting every 2–6 s, each healed by
     then: the rest of the run is recovery with the clients still going."""
     rng = random.Random(seed)
-    kinds = [*SHOP_FAULTS, *PROCESS_KINDS, "pg-restart", "redis-restart"]
+    kinds = [*SHOP_FAULTS, *PROCESS_KINDS, *SERVICE_KINDS, "skew-worker"]
     if proxies:
         kinds += [f"proxy-{f}" for f in PROXY_FAULTS]
-    if skew:  # last, so that a seed's schedule without it stays what it was
-        kinds.append("skew-worker")
     end, at, faults = seconds * 0.8, 3.0, []
     while at < end - 1:
         kind = rng.choice(kinds)
@@ -66,7 +70,7 @@ def schedule(seed: int, seconds: float, *, proxies: bool, skew: bool = False) ->
         elif kind.startswith("shop-"):
             target = rng.choice(SHOP_PATHS)
         elif kind == "skew-worker":
-            target = rng.choice(["worker1", "worker2"])
+            target = rng.choice(["worker1+", "worker1-", "worker2+", "worker2-"])
         elif kind.startswith("kill-"):
             target = {
                 "kill-web": rng.choice(["web1", "web2"]),
@@ -75,6 +79,10 @@ def schedule(seed: int, seconds: float, *, proxies: bool, skew: bool = False) ->
             }[kind]
         if kind == "pg-restart":  # a restart: connections reset, refused for 2 s
             lasts = min(2.0, end - at)
+        elif kind == "pg-outage":  # out of reach: taken, never answered
+            lasts = min(30.0, end - at)
+        elif kind == "broker-down":
+            lasts = min(rng.uniform(5.0, 15.0), end - at)
         elif kind == "skew-worker":  # long enough for the worker to start and work
             lasts = min(rng.uniform(10.0, 20.0), end - at)
         faults.append(Fault(round(at, 2), round(lasts, 2), kind, target))
@@ -143,19 +151,22 @@ class Player:
         elif fault.kind == "pg-restart" and "pg" in stack.proxies:
             stack.proxies["pg"].reset()
             stack.proxies["pg"].refuse()
-        elif fault.kind == "redis-restart":
+        elif fault.kind == "pg-outage" and "pg" in stack.proxies:
+            stack.proxies["pg"].blackhole()
+        elif fault.kind in ("redis-restart", "broker-down"):
             self.down.add("redis")
             stack.procs["redis"].kill()
         elif fault.kind == "skew-worker":
-            self.down.add(fault.target)
-            stack.skew(fault.target, SKEW)
+            name, sign = fault.target[:-1], fault.target[-1]
+            self.down.add(name)
+            stack.skew(name, SKEW_S if sign == "+" else -SKEW_S)
         self.injected[fault.kind] += 1
 
     def heal(self, fault: Fault) -> None:
         self.log(f"heal   {fault}")
         stack = self.stack
         with suppress(Exception):
-            if fault.kind.startswith("proxy-") or fault.kind == "pg-restart":
+            if fault.kind.startswith("proxy-") or fault.kind in ("pg-restart", "pg-outage"):
                 proxy = stack.proxies.get(fault.target or "pg")
                 if proxy is not None:
                     proxy.heal()
@@ -166,10 +177,12 @@ class Player:
             elif fault.kind.startswith("shop-"):
                 httpx.post(f"{stack.shop_direct}/_shop/faults", json={"path": fault.target})
             elif fault.kind == "skew-worker":
-                stack.skew(fault.target, None)
-            elif fault.kind.startswith("kill-") or fault.kind == "redis-restart":
+                stack.skew(fault.target[:-1], None)
+            elif fault.kind.startswith("kill-") or fault.kind in ("redis-restart", "broker-down"):
                 stack.start_again(fault.target or "redis")
-        self.down.discard(fault.target or "redis")
+        self.down.discard(
+            fault.target[:-1] if fault.kind == "skew-worker" else fault.target or "redis"
+        )
 
     def heal_all(self) -> None:
         self.stop.set()

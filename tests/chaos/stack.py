@@ -70,6 +70,10 @@ def wait_for(condition: Any, timeout: float, what: str, every: float = 0.2) -> N
         time.sleep(every)
 
 
+# A process's application clock set off by TOOLOPS_TEST_CLOCK_OFFSET_S (clock-skew faults).
+SKEWCLOCK = ROOT / "tests" / "faults" / "skewclock"
+
+
 @dataclass
 class Proc:
     """One child process: its own process group, its output appended to its log."""
@@ -319,14 +323,15 @@ class Stack:
         if name == "redis":
             wait_for(lambda: port_answers(self.redis_port), 20, "redis-server")
 
-    def skew(self, name: str, offset: str | None) -> None:
-        """Start `name` again with its clock `offset` ahead (libfaketime), or right."""
+    def skew(self, name: str, offset_s: float | None) -> None:
+        """Start `name` again with its application clock `offset_s` seconds off (the
+        test-only tests/faults/skewclock), or right."""
         proc = self.procs[name]
-        for var in ("LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_RESET"):
+        for var in ("PYTHONPATH", "TOOLOPS_TEST_CLOCK_OFFSET_S"):
             proc.extra_env.pop(var, None)
-        if offset is not None:
-            proc.extra_env.update(LD_PRELOAD=str(libfaketime()), FAKETIME=offset,
-                                  FAKETIME_DONT_RESET="1")  # fmt: skip
+        if offset_s is not None:
+            path = os.pathsep.join(filter(None, [str(SKEWCLOCK), self.env.get("PYTHONPATH")]))
+            proc.extra_env.update(PYTHONPATH=path, TOOLOPS_TEST_CLOCK_OFFSET_S=f"{offset_s:g}")
         self.start_again(name)
 
     def revive(self) -> list[str]:
@@ -360,15 +365,6 @@ class Stack:
                 proxy.stop()
         if self.shop is not None:
             self.shop.shutdown()
-
-
-def libfaketime() -> Path:
-    """The faketime library (Debian package `faketime`), for clock-skew faults."""
-    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
-    found += sorted(Path("/usr/lib/faketime").glob("libfaketimeMT.so.1"))
-    if not found:
-        raise RuntimeError("--skew needs libfaketime: apt-get install faketime")
-    return found[0]
 
 
 def web_answers(url: str) -> bool:

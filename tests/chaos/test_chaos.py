@@ -1,8 +1,8 @@
 """A short chaos run as part of the suite: the whole stack (two web processes, two
 workers, beat, PostgreSQL, Redis and the shop behind fault proxies) under a fixed seed's
-fault schedule — a worker and the beat killed, a Redis restart, PostgreSQL's connections
-half-open then slow, the shop slow, failing and losing answers after committing — and
-every invariant must hold after it."""
+fault schedule — the broker down, Redis restarted, PostgreSQL restarted, the shop's
+connections half-open and refused, the shop slow and losing answers after committing,
+crash points in a web process — and every invariant must hold after it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.chaos.stack import ROOT
 
-SEED = 7  # its 45 s schedule: ten faults of seven kinds (python -m tests.chaos prints them)
+SEED = 7  # its 45 s schedule: nine faults of eight kinds (python -m tests.chaos prints them)
 SECONDS = 45
 
 
