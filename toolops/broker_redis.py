@@ -10,7 +10,8 @@ worker exits ("Unrecoverable error"). A task that finishes later acks on that cl
 channel and fails the same way.
 
 Here a channel whose connection was closed raises redis' ConnectionError instead, which
-kombu and Celery expect and handle, and it does not try to hand its held messages back:
+kombu and Celery expect and handle (a task that finishes afterwards is logged as not
+acknowledged, and the worker carries on), and it does not try to hand its held messages back:
 they are left in Redis, whose visibility timeout redelivers them if it kept them, and
 the database sweeps find whatever work a Redis that lost them leaves undone (the broker
 only wakes workers; the database is the queue). Registered in settings as
