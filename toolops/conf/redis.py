@@ -30,3 +30,9 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Celery's broker, when it is Redis: kombu's Redis transport, with a worker that outlives
+# a Redis restart while it holds unacknowledged messages (toolops/broker_redis.py).
+# rediss:// keeps kombu's own transport and its TLS checks.
+if os.getenv("CELERY_BROKER_URL", "").startswith("redis://"):
+    CELERY_BROKER_TRANSPORT = "toolops.broker_redis:Transport"
