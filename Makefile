@@ -28,11 +28,15 @@ run: $(STAMP)
 # The whole set-up on a fresh machine: `.ci/services` installs what is missing and
 # starts PostgreSQL and Redis unless they already answer at DATABASE_URL and
 # TOOLOPS_TEST_REDIS_URL (then they are used as they are); then ruff and pytest.
+# The tests run in TEST_WORKERS processes (pytest-xdist), a test file to one worker; each
+# worker has its own test database (test_toolops_gw0, …) and Redis database (the one
+# given, the next, …: tests/redisdb.py).
+TEST_WORKERS ?= 2
 test: export DATABASE_URL ?= postgres:///toolops
-test: export TOOLOPS_TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+test: export TOOLOPS_TEST_REDIS_URL ?= redis://127.0.0.1:6379/13
 test: services $(STAMP)
 	$(MAKE) lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # A chaos run (docs/reliability.md): the whole stack on this machine under random faults
 # for SECONDS, then the invariants checked; SEED replays a run (random when not given,

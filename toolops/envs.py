@@ -75,6 +75,24 @@ def private_write(path: Path, text: str) -> None:
         file.write(text)
 
 
+def kept_secret(path: Path, make: str) -> str:
+    """The secret kept in `path`, written there first as `make` if the file is missing.
+    Written aside and linked into place: two processes starting at once (a web server and
+    its worker, two test workers) agree on one secret (the loser's link fails), and nobody
+    reads a half-written or empty file."""
+    if not path.exists():
+        fresh = path.with_name(f".{path.name}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)  # left by a process that died here with our pid
+        private_write(fresh, make + "\n")
+        try:
+            os.link(fresh, path)
+        except FileExistsError:
+            pass
+        finally:
+            fresh.unlink()
+    return path.read_text()
+
+
 def args_keys(data_dir: Path) -> list[str]:
     """TOOLOPS_ARGS_KEYS, or one key made once and kept in the data directory (like the
     secret key), so that every process on the machine seals and opens alike."""
@@ -82,19 +100,8 @@ def args_keys(data_dir: Path) -> list[str]:
     if raw.strip():
         return fernet_keys(raw, "TOOLOPS_ARGS_KEYS")
     path = data_dir / "args_keys"
-    if not path.exists():
-        # Written aside and linked into place: two processes starting at once agree on
-        # one key (the loser's link fails), and nobody reads a half-written file.
-        fresh = data_dir / f".args_keys.{os.getpid()}"
-        fresh.unlink(missing_ok=True)  # left by a process that died here with our pid
-        private_write(fresh, base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
-        try:
-            os.link(fresh, path)
-        except FileExistsError:
-            pass
-        finally:
-            fresh.unlink()
-    return fernet_keys(path.read_text(), str(path))
+    made = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    return fernet_keys(kept_secret(path, made), str(path))
 
 
 def trusted_proxies(raw: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:

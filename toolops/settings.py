@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -16,7 +15,7 @@ from toolops.envs import (
     envbool,
     envfloat,
     envint,
-    private_write,
+    kept_secret,
     trusted_proxies,
 )
 
@@ -30,10 +29,7 @@ DEBUG = envbool("DJANGO_DEBUG", "0")
 # one web process would be rejected by the next: keep one per data directory.
 SECRET_KEY = os.getenv("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    key_file = DATA_DIR / "secret_key"
-    with contextlib.suppress(FileExistsError):
-        private_write(key_file, get_random_secret_key())
-    SECRET_KEY = key_file.read_text().strip()
+    SECRET_KEY = kept_secret(DATA_DIR / "secret_key", get_random_secret_key()).strip()
 
 ALLOWED_HOSTS = [
     h.strip()

@@ -4,7 +4,6 @@ told of changes over Channels when REDIS_URL is set (a real uvicorn process and 
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -16,12 +15,13 @@ from compensations.desk import ticket_comment
 from compensations.models import Ticket, TicketEvent
 from tests.browser import SHOTS, needs_chromium, open_page
 from tests.console.conftest import PASSWORD, make_user
+from tests.redisdb import redis_url
 from toolops.models import Run
 
 from .conftest import dead_letter
 
 pytestmark = needs_chromium
-REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
+REDIS_URL = redis_url()  # this test worker's own database
 
 
 @pytest.fixture

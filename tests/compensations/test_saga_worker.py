@@ -5,7 +5,6 @@ message is lost, or the worker died mid-undo — by its periodic sweep."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 from unittest.mock import MagicMock
@@ -18,6 +17,7 @@ from rest_framework.test import APIClient
 from compensations.models import Compensation, Ticket, TicketEvent
 from tests.conftest import Shop
 from tests.console.conftest import logged_in
+from tests.redisdb import redis_url
 from tests.toolops.executor.helpers import allow_without_approval, call_ok, get_run, start_run
 from tests.worker import Worker, wait_for
 from toolops.models import Agent, Attempt, Run, ToolCall
@@ -75,11 +75,11 @@ def broker_env(broker: str) -> dict[str, str]:
     """The embedded filesystem broker (one machine), or Redis (beyond one machine)."""
     if broker == "embedded":
         return {}
-    url = os.environ.get("TOOLOPS_TEST_REDIS_URL")
-    if not url:
+    broker_url = redis_url()
+    if not broker_url:
         pytest.skip("TOOLOPS_TEST_REDIS_URL is not set (.ci/run sets it)")
-    # Its own database, emptied: no message of an earlier run may reach this worker.
-    broker_url = url.rsplit("/", 1)[0] + "/14"
+    # This test worker's own database, emptied: no message of an earlier run may reach
+    # this worker (tests/redisdb.py).
     redis.Redis.from_url(broker_url).flushdb()
     return {"CELERY_BROKER_URL": broker_url}
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,12 +20,13 @@ from compensations.models import Ticket
 from tests.browser import needs_chromium, open_page
 from tests.compensations.conftest import dead_letter
 from tests.conftest import Shop
+from tests.redisdb import redis_url
 from toolops.models import Agent, Approval, Run, ToolCall
 
 from .conftest import PASSWORD, make_call, make_record
 
 pytestmark = needs_chromium
-REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
+REDIS_URL = redis_url()  # this test worker's own database
 CHARGE = {"order_id": "ord-9", "amount": "199.00"}
 
 # Console routes that answer only a POST (a form's action): each is exercised through the

@@ -44,7 +44,7 @@ def _open_long_polls(a: httpx.Client, call_id: str, count: int, seconds: float) 
             answer = a.get(f"/calls/{call_id}", params={"wait": seconds})
             if answer.status_code != 429:
                 return answer
-            time.sleep(0.05)
+            time.sleep(0.05)  # the attacker's pause between retries: pacing, not a wait
 
     pool = ThreadPoolExecutor(max_workers=count)
     futures = [pool.submit(poll) for _ in range(count)]

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from tests.redisdb import redis_url
 from toolops import live
 
-REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
+REDIS_URL = redis_url()  # this test worker's own database
 
 
 class FakeLayer:
@@ -187,7 +188,7 @@ def test_it_pushes_through_redis_on_one_connection(
 ) -> None:
     from channels_redis.core import RedisChannelLayer
 
-    url = REDIS_URL.rsplit("/", 1)[0] + "/15"
+    url = REDIS_URL
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
     }

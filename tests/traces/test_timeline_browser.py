@@ -5,7 +5,6 @@ typed into the navigation's search box lands on the call, on its run's page."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,10 +15,11 @@ import pytest
 from tests.browser import SHOTS, needs_chromium, open_page
 from tests.conftest import Shop
 from tests.console.conftest import PASSWORD, make_user
+from tests.redisdb import redis_url
 from toolops.models import Agent, Run, ToolCall
 
 pytestmark = needs_chromium
-REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
+REDIS_URL = redis_url()  # this test worker's own database
 
 
 @pytest.fixture

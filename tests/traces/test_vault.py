@@ -18,7 +18,8 @@ from django.core.management import CommandError, call_command
 
 from tests.conftest import ROOT
 from tests.console.conftest import make_call, make_run
-from toolops.envs import args_keys, fernet_keys
+from toolops import envs
+from toolops.envs import args_keys, fernet_keys, kept_secret
 from toolops.models import ToolCall
 from traces import services as traces
 from traces.models import SealedArgs
@@ -154,9 +155,11 @@ def test_args_quoting_a_mark_of_their_own_are_sealed_so_none_is_taken_for_lost(
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
-        ("not-a-key", "key 1 of 1 is not a Fernet key"),
-        (f"{NEW},{NEW[:-4]}", "key 2 of 2 is not a Fernet key"),
-        (" , ", "holds no key"),
+        pytest.param("not-a-key", "key 1 of 1 is not a Fernet key", id="not-a-key"),
+        # Named, not shown: a key made at import differs between test workers, and they
+        # must collect the same test names.
+        pytest.param(f"{NEW},{NEW[:-4]}", "key 2 of 2 is not a Fernet key", id="cut-short"),
+        pytest.param(" , ", "holds no key", id="blank"),
     ],
 )
 def test_bad_keys_are_refused_by_position_never_echoed(raw: str, problem: str) -> None:
@@ -180,6 +183,29 @@ def test_without_the_variable_one_key_is_made_and_kept(tmp_path: Path, monkeypat
     path = tmp_path / "args_keys"
     assert path.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["args_keys"]
+
+
+def test_a_process_starting_beside_another_never_reads_a_half_written_secret(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The secret key's and the args key's files: a process starting while another one
+    writes finds no file (and makes its own, aside) or the whole secret, never an empty one
+    (an empty SECRET_KEY stops Django: two test workers starting at once on a new clone)."""
+    path = tmp_path / "secret_key"
+    seen: list[str | None] = []
+
+    def write_and_look(target: Path, text: str) -> None:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Created, not yet written: what another process reads at the secret's path now.
+        seen.append(path.read_text() if path.exists() else None)
+        with os.fdopen(fd, "w") as file:
+            file.write(text)
+
+    monkeypatch.setattr(envs, "private_write", write_and_look)
+
+    assert kept_secret(path, "s3cret").strip() == "s3cret"
+    assert seen == [None]
+    assert kept_secret(path, "another").strip() == "s3cret"  # made once, then kept
 
 
 def test_the_key_file_is_made_private_not_repaired_after(tmp_path: Path, monkeypatch: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -101,10 +102,16 @@ def _mark_used(agent: Agent, now: float) -> None:
     Agent.objects.filter(stale, pk=agent.pk).update(last_used_at=stamp)
 
 
+# The wall clock the rate windows are counted on; the tests set one of their own rather
+# than wait for a minute to turn.
+clock: Callable[[], float] = time.time
+
+
 def _enforce_rate_limit(agent: Agent) -> None:
     """A fixed one-minute window counted in the database, so every web process shares
     it; one upsert per request, and only for agents that have a limit."""
-    window = int(time.time() // 60)
+    now = clock()
+    window = int(now // 60)
     sql = (
         'INSERT INTO toolops_ratewindow (agent_id, "window", count) VALUES (%s, %s, 1) '
         'ON CONFLICT (agent_id, "window") DO UPDATE SET count = toolops_ratewindow.count + 1 '
@@ -114,7 +121,7 @@ def _enforce_rate_limit(agent: Agent) -> None:
         cursor.execute(sql, [agent.pk, window])
         (count,) = cursor.fetchone()
     if count > (agent.rate_limit_per_minute or 0):
-        raise RateLimited(wait=60 - time.time() % 60)
+        raise RateLimited(wait=60 - now % 60)
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

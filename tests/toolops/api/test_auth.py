@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.toolops.api.helpers import assert_problem, body, create_run, post_call
+from toolops.api import auth
 from toolops.models import Agent, Run, ToolCall
 from toolops.services import agent_create
 
@@ -126,17 +127,28 @@ def test_it_serves_the_schema_without_a_token() -> None:
     assert body(response)["openapi"].startswith("3.")
 
 
-def wait_for_fresh_minute(margin_s: float = 3.0) -> None:
-    """The limit counts per clock minute: keep a burst inside one window."""
-    into = time.time() % 60
-    if into > 60 - margin_s:
-        time.sleep(60 - into + 0.05)
+class Clock:
+    """The rate limit's wall clock, set by the test: a burst lands in one window, and the
+    next window comes when the test says, without waiting for a minute to turn."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_it_limits_an_agent_to_its_rate(db: None) -> None:
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    # 20 s into a minute (an arbitrary one, as the clock's own minutes are).
+    clock = Clock(float(int(time.time() // 60) * 60 + 20))
+    monkeypatch.setattr(auth, "clock", clock)
+    return clock
+
+
+def test_it_limits_an_agent_to_its_rate(db: None, clock: Clock) -> None:
     _, token = agent_create(name="limited", rate_limit_per_minute=3)
     client = client_for(token=token)
-    wait_for_fresh_minute()
 
     statuses = [
         client.post("/api/v1/runs", {"run_id": f"r-{i}"}, format="json").status_code
@@ -146,17 +158,19 @@ def test_it_limits_an_agent_to_its_rate(db: None) -> None:
 
     assert statuses == [201, 201, 201]
     assert_problem(fourth, 429)
-    assert fourth.has_header("Retry-After")
-    assert int(fourth["Retry-After"]) >= 1
-    assert int(fourth["Retry-After"]) <= 60
+    assert fourth["Retry-After"] == "40"  # the rest of the minute
     assert not Run.objects.filter(run_id="r-3").exists()
     assert Run.objects.count() == 3
 
+    clock.now += 39.5  # still the same minute
+    assert client.post("/api/v1/runs", {"run_id": "r-3"}, format="json").status_code == 429
+    clock.now += 1  # the next one: a fresh count
+    assert client.post("/api/v1/runs", {"run_id": "r-3"}, format="json").status_code == 201
 
-def test_it_limits_each_agent_separately(db: None, api: APIClient) -> None:
+
+def test_it_limits_each_agent_separately(db: None, api: APIClient, clock: Clock) -> None:
     _, token = agent_create(name="limited", rate_limit_per_minute=1)
     limited = client_for(token=token)
-    wait_for_fresh_minute()
 
     assert limited.get("/api/v1/runs/r-x").status_code == 404
     assert limited.get("/api/v1/runs/r-x").status_code == 429

@@ -4,7 +4,6 @@ process, or across processes through Redis; a slot is always given back."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import Any
 
@@ -12,10 +11,11 @@ import httpx
 import pytest
 
 from tests.conftest import Shop
+from tests.redisdb import redis_url
 from tests.waiting import wait_until
 from toolops.api import inflight
 
-REDIS_URL = os.environ.get("TOOLOPS_TEST_REDIS_URL", "")
+REDIS_URL = redis_url()  # this test worker's own database
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="TOOLOPS_TEST_REDIS_URL is not set")
 
 

@@ -72,7 +72,10 @@ def long_poll(http: httpx.Client, call_id: str, answers: list[dict[str, Any]]) -
                 try:
                     response = own.get(f"/api/v1/calls/{call_id}", params={"wait": 30})
                 except httpx.TransportError:
-                    time.sleep(0.2)  # a dropped connection: an agent polls again
+                    # A dropped connection: the agent pauses, then polls again. Pacing, as
+                    # an agent's client paces its retries; the long-poll itself is the
+                    # wait, bounded by `deadline`.
+                    time.sleep(0.2)
                     continue
                 if response.status_code == 200:
                     answers.append(response.json())
