@@ -214,6 +214,9 @@ class Execution:
         claim and record. Never re-send an unsafe write blindly: ask its query tool first,
         or leave the outcome unknown for a person."""
         self.resumed = True
+        # Its holder may have sent it: if the retries here stop short (the breaker, the
+        # budget), a write is not `failed` but unknown, or settled by its query tool.
+        self.maybe_done = not self.spec.is_read
         if self.spec.replay_safe:
             self.run_attempts()
         elif self.spec.query is not None:

@@ -7,13 +7,16 @@ write whose attempts were all provably refused still ends `failed`."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from compensations.models import Compensation
 from tests.conftest import Shop
-from toolops.models import ToolCall
+from toolops.models import CircuitBreaker, IdempotencyRecord, Run, ToolCall
+from toolops.tasks import sweep_stale_claims
 
 from .helpers import SHOP, allow_without_approval, call_ok, start_run, tool_toml
 
@@ -86,3 +89,33 @@ def test_a_keyed_write_with_a_query_is_settled_by_it_and_its_undo_registered(
     compensation = Compensation.objects.get(call=row)
     assert compensation.tool == "cancel_order"
     assert compensation.args == {"order_id": order["order_id"]}
+
+
+def test_a_dead_holders_keyed_write_stopped_by_the_breaker_ends_unknown_not_failed(
+    api: APIClient, shop: Shop
+) -> None:
+    # Its holder sent it (the shop reserved) and died before recording anything; when
+    # the sweep resumes it, the tool's breaker is open: nothing can be sent to find out.
+    start_run(api)
+    run = Run.objects.get(run_id="r-1")
+    key = "k" * 64
+    call = ToolCall.objects.create(
+        call_id="c-left", run=run, tool_call_id="tc-left", step_index=1, tool="reserve_stock",
+        args=STOCK, args_digest="d", idempotency_key=key, client_reference="tops-" + "k" * 32,
+        status="in_progress",
+    )  # fmt: skip
+    IdempotencyRecord.objects.create(
+        key=key, call_ref=call.call_id, tool="reserve_stock", state="claimed", fence=1,
+        lease_until=timezone.now() - timedelta(seconds=1),
+        expires_at=timezone.now() + timedelta(days=7),
+    )  # fmt: skip
+    CircuitBreaker.objects.create(
+        tool="reserve_stock", state="open", open_until=timezone.now() + timedelta(minutes=1)
+    )
+
+    assert sweep_stale_claims() == 1
+
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.UNKNOWN, (call.status, call.error_message)
+    assert "may have taken effect" in call.error_message
+    assert shop.requests(RESERVATIONS) == []  # nothing was sent into the open breaker
