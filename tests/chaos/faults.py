@@ -116,7 +116,7 @@ class Player:
                 self.active.remove((due, fault))
                 self.heal(fault)
             self.watch()
-            time.sleep(0.1)
+            time.sleep(0.1)  # the schedule's tick
         for _, fault in list(self.active):
             self.heal(fault)
 

@@ -21,6 +21,14 @@ from .crashing import FAST, killed, record_of, settled, worker_killed_at
 CHARGES, LOOKUPS = "/payments/charges", "/payments/charges/lookup"
 
 
+def restart(toolops_server: Any, worker: Any, call: ToolCall) -> tuple[Any, ToolCall]:
+    """Start a worker and a web process again, without the crash point; the restarted
+    server, and the call once the worker's sweep has settled it."""
+    restarted = worker(**FAST)  # it starts while the web process does
+    server = toolops_server(**FAST)
+    return server, settled(call.call_id, restarted)
+
+
 def crash_mid_call(toolops_server: Any, agent_a: Any, point: str, args: dict[str, str]) -> Agent:
     """An agent's charge reaches a web process armed at `point`, which dies there."""
     allow_without_approval("charge")
@@ -48,9 +56,7 @@ def test_after_claim_the_sweep_charges_once_after_get_charge_finds_nothing(
     assert shop.requests() == []  # it died before the first attempt went out
     call = ToolCall.objects.get()
 
-    restarted = worker(**FAST)  # it starts while the web process does
-    server = toolops_server(**FAST)
-    done = settled(call.call_id, restarted)
+    server, done = restart(toolops_server, worker, call)
 
     assert done.status == ToolCall.Status.SUCCEEDED
     [charge] = shop.state()["charges"]
@@ -78,9 +84,7 @@ def test_after_answer_the_sweep_finds_the_charge_with_get_charge_and_never_resen
     assert sent["status"] == 200
     call = ToolCall.objects.get()
 
-    restarted = worker(**FAST)  # it starts while the web process does
-    server = toolops_server(**FAST)
-    done = settled(call.call_id, restarted)
+    server, done = restart(toolops_server, worker, call)
 
     assert done.status == ToolCall.Status.SUCCEEDED
     [charge] = shop.state()["charges"]
