@@ -133,6 +133,10 @@ def database(data_dir: Path) -> dict[str, object]:
         # a psycopg pool per process instead, with CONN_MAX_AGE at 0 as the pool requires.
         db["CONN_MAX_AGE"] = 0
         db["OPTIONS"] = {**db.get("OPTIONS", {}), **postgresql_options()}
+        # Behind a pooler in transaction mode (pgbouncer's pool_mode = transaction), a
+        # server-side cursor (QuerySet.iterator()) is declared on one server connection
+        # and may be fetched on another: Django's documentation says to turn them off.
+        db["DISABLE_SERVER_SIDE_CURSORS"] = transaction_pooling()
     elif db["ENGINE"] == "django.db.backends.sqlite3":
         # One machine, several processes (web, worker, beat): WAL lets readers run beside
         # the writer, IMMEDIATE takes the write lock up front instead of failing to upgrade.
@@ -146,9 +150,18 @@ def database(data_dir: Path) -> dict[str, object]:
     return db
 
 
+def transaction_pooling() -> bool:
+    """TOOLOPS_DB_TRANSACTION_POOLING: DATABASE_URL names a pooler in transaction mode."""
+    return envbool("TOOLOPS_DB_TRANSACTION_POOLING", "0")
+
+
 def postgresql_options() -> dict[str, object]:
     """OPTIONS for PostgreSQL: prepared statements, timeouts, the connection pool."""
     from toolops.dbconn import DeadlineConnection  # noqa: PLC0415 - psycopg: PostgreSQL only
+
+    # Off by default behind a transaction pooler: pgbouncer keeps prepared statements
+    # apart per server connection only from 1.21 on (with max_prepared_statements set).
+    prepared = envbool("TOOLOPS_DB_PREPARED", "0" if transaction_pooling() else "1")
 
     pool_timeout = envfloat("TOOLOPS_DB_POOL_TIMEOUT_S", 5.0)
     if not 0 < pool_timeout < 10**6:
@@ -161,8 +174,8 @@ def postgresql_options() -> dict[str, object]:
         # on a connection: the executor's few hot statements have the same text every
         # time, and planning them again was most of the database's work per call.
         # (Behind pgbouncer, it needs 1.21 or later.)
-        "server_side_binding": envbool("TOOLOPS_DB_PREPARED", "1"),
-        "prepare_threshold": 5 if envbool("TOOLOPS_DB_PREPARED", "1") else None,
+        "server_side_binding": prepared,
+        "prepare_threshold": 5 if prepared else None,
         # A database that is down or unreachable is noticed in seconds, never waited
         # for: connecting gives up after 3 s; a connection whose packets go
         # unacknowledged for 5 s, or idle and silent to keepalives for ~20 s, is

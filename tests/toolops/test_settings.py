@@ -89,3 +89,27 @@ def test_it_names_a_bad_database_timeout(tmp_path: Path) -> None:
         result = run_manage("check", TOOLOPS_DATA_DIR=str(tmp_path), **postgres, **{name: value})
         assert result.returncode != 0
         assert f"{name} {message}" in result.stderr
+
+
+def test_behind_a_transaction_pooler_it_holds_no_server_side_state(tmp_path: Path) -> None:
+    """Behind pgbouncer in transaction mode, no server-side cursor (declared on one server
+    connection, fetched on another) and no prepared statement (pgbouncer < 1.21)."""
+    show = (
+        "from django.conf import settings; d = settings.DATABASES['default']; "
+        "print(d['DISABLE_SERVER_SIDE_CURSORS'], d['OPTIONS']['prepare_threshold'], "
+        "d['OPTIONS']['server_side_binding'])"
+    )
+    postgres = {"DATABASE_URL": "postgres://toolops@db.example.com/toolops"}
+    plain = run_manage("shell", "-c", show, TOOLOPS_DATA_DIR=str(tmp_path), **postgres)
+    assert plain.stdout.splitlines()[-1].split() == ["False", "5", "True"], plain.stderr
+    pooled = run_manage(
+        "shell", "-c", show, TOOLOPS_DATA_DIR=str(tmp_path),
+        TOOLOPS_DB_TRANSACTION_POOLING="1", **postgres,
+    )  # fmt: skip
+    assert pooled.stdout.splitlines()[-1].split() == ["True", "None", "False"], pooled.stderr
+    # pgbouncer 1.21+ with max_prepared_statements keeps them: said explicitly.
+    kept = run_manage(
+        "shell", "-c", show, TOOLOPS_DATA_DIR=str(tmp_path),
+        TOOLOPS_DB_TRANSACTION_POOLING="1", TOOLOPS_DB_PREPARED="1", **postgres,
+    )  # fmt: skip
+    assert kept.stdout.splitlines()[-1].split() == ["True", "5", "True"], kept.stderr
