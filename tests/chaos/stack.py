@@ -307,12 +307,16 @@ class Stack:
         (self.workdir / "var").mkdir(parents=True, exist_ok=True)
         self.start_redis()
         self.start_shop()
-        db_port = self.proxied("pg", 5432)
+        db_port = self.database_port()
         redis_port = self.proxied("redis", self.redis_port)
         self.env = self.base_env(db_port, redis_port)
         setup_db.fresh_database(self.env)
         self.tokens, _ = setup_db.create_people(self.env, self.reviewer_password)
         self.start_processes()
+
+    def database_port(self) -> int:
+        """The port of 127.0.0.1 the processes reach PostgreSQL at."""
+        return self.proxied("pg", 5432)
 
     def start_again(self, name: str) -> None:
         if self.stopping:

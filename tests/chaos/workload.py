@@ -26,6 +26,9 @@ RUN_ENDED = {"completed", "aborted", "compensation_failed", "budget_exhausted"}
 BUDGET = {"max_attempts": 20}
 REQUEST_TIMEOUT_S = 12.0
 POLL_S = 5
+# A lost answer (`Client.lost_answers`): the client stops waiting this soon after its
+# request went out, as one whose connection dropped, and retries with the same ids.
+LOST_ANSWER_S = 0.05
 
 
 class Client:
@@ -44,6 +47,8 @@ class Client:
         self.http = httpx.Client(timeout=REQUEST_TIMEOUT_S, headers=headers or {})
         # Retries of indeterminate operations go on this long after the workload stops.
         self.give_up_at = float("inf")
+        # The share of calls (POST …/calls) whose answer this client does not wait for.
+        self.lost_answers = 0.0
 
     def url(self, path: str) -> str:
         return self.rng.choice(self.urls) + path
@@ -52,14 +57,21 @@ class Client:
         self, f: str, key: str, value: Any, send: Callable[[], httpx.Response]
     ) -> tuple[str, Any]:
         op = self.history.invoke(self.name, f, key, value)
+        lose = f == "call" and self.lost_answers and self.rng.random() < self.lost_answers
         try:
+            if lose:  # this client's http is its thread's own: the timeout is for this send
+                self.http.timeout = httpx.Timeout(REQUEST_TIMEOUT_S, read=LOST_ANSWER_S)
             response = send()
         except httpx.ConnectError as exc:  # never reached a server: it did not happen
             self.history.complete(op, FAIL, {"error": type(exc).__name__})
             return FAIL, None
         except httpx.HTTPError as exc:
-            self.history.complete(op, INFO, {"error": type(exc).__name__})
+            self.history.complete(
+                op, INFO, {"error": type(exc).__name__, **({"lost": True} if lose else {})}
+            )
             return INFO, None
+        finally:
+            self.http.timeout = httpx.Timeout(REQUEST_TIMEOUT_S)
         code = response.status_code
         if code >= 500:
             self.history.complete(op, INFO, {"status": code})
