@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test chaos services lint format run migrations-check bench install clean
+.PHONY: demo test chaos scale services lint format run migrations-check bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,16 @@ chaos: export DATABASE_URL ?= postgres:///toolops
 chaos: services $(STAMP)
 	$(PY) -m tests.chaos --seconds $(SECONDS)$(if $(SEED), --seed $(SEED))
 
+# The production topology on this machine (docs/scale.md): HAProxy in front of 3 web
+# processes, 3 workers and beat on Redis, PostgreSQL behind pgbouncer, under a mixed load
+# for SECONDS; prints calls/s, p50/p99 per kind, memory per process and the invariants.
+# Exit status 1 on a violation. `make scale SECONDS=60`.
+scale: export DATABASE_URL ?= postgres:///toolops
+scale: services $(STAMP)
+	$(PY) -m tests.scale --seconds $(SECONDS)$(if $(SEED), --seed $(SEED))
+
 # Serially: the services (python3-venv among them) before the virtualenv.
-.NOTPARALLEL: test chaos
+.NOTPARALLEL: test chaos scale
 
 services:
 	PYTHON=$(PYTHON) .ci/services
