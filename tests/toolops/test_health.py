@@ -92,9 +92,7 @@ def test_readyz_names_the_database_when_it_does_not_answer_and_heals(
 ) -> None:
     db = connection.settings_dict
     user = f"{db['USER']}@" if db.get("USER") else ""
-    server = toolops_server(
-        DATABASE_URL=f"postgres://{user}127.0.0.1:{pg_proxy.port}/{db['NAME']}"
-    )
+    server = toolops_server(DATABASE_URL=f"postgres://{user}127.0.0.1:{pg_proxy.port}/{db['NAME']}")
     assert readyz(server.url).status_code == 200
     pg_proxy.blackhole()
     checks = wait_until(
@@ -132,9 +130,7 @@ def test_readyz_names_the_broker_when_its_redis_is_down(toolops_server: Any, sho
 
 
 @needs_redis_server
-def test_readyz_names_redis_when_the_channel_layer_is_down(
-    toolops_server: Any, shop: Shop
-) -> None:
+def test_readyz_names_redis_when_the_channel_layer_is_down(toolops_server: Any, shop: Shop) -> None:
     layer = RedisServer()
     layer.start()
     try:
