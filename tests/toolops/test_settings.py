@@ -89,3 +89,10 @@ def test_it_names_a_bad_database_timeout(tmp_path: Path) -> None:
         result = run_manage("check", TOOLOPS_DATA_DIR=str(tmp_path), **postgres, **{name: value})
         assert result.returncode != 0
         assert f"{name} {message}" in result.stderr
+
+
+def test_it_names_a_bad_shutdown_drain(tmp_path: Path) -> None:
+    for value in ("-1", "nan", "601"):
+        result = run_manage("check", TOOLOPS_SHUTDOWN_DRAIN_S=value, TOOLOPS_DATA_DIR=str(tmp_path))
+        assert result.returncode != 0
+        assert f"TOOLOPS_SHUTDOWN_DRAIN_S must be 0 to 600 seconds, got '{value}'" in result.stderr

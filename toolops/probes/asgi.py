@@ -66,8 +66,7 @@ def _start(name: str, check: Callable[[], str]) -> Future[str]:
 
 
 def _result(name: str, future: asyncio.Future[str]) -> tuple[bool, str]:
-    if not future.done():
-        future.cancel()  # only this probe's wrapper: the check runs on, for the next one
+    if not future.done() or future.cancelled():  # it runs on; the next probe waits on it
         return False, f"no answer within {PROBE_S:g} s"
     exc = future.exception()
     if exc is None:
