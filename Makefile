@@ -23,7 +23,8 @@ demo: $(STAMP)
 
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput -v0
-	$(VENV)/bin/uvicorn toolops.asgi:application --host 127.0.0.1 --port 8000 --no-proxy-headers
+	$(VENV)/bin/uvicorn toolops.asgi:application --host 127.0.0.1 --port 8000 --no-proxy-headers \
+		--timeout-graceful-shutdown 30
 
 # The whole set-up on a fresh machine: `.ci/services` installs what is missing and
 # starts PostgreSQL and Redis unless they already answer at DATABASE_URL and

@@ -36,6 +36,7 @@ from compensations.routing import websocket_urlpatterns as desk_ws  # noqa: E402
 from toolops.approvals.routing import websocket_urlpatterns as approvals_ws  # noqa: E402
 from toolops.bodies import BodyLimit  # noqa: E402
 from toolops.dbconn import set_answer_timeout  # noqa: E402
+from toolops.probes.asgi import Probes, with_stopping_hook  # noqa: E402
 from toolops.proxies import TrustedProxies  # noqa: E402
 from toolops.tools import builtin, registry  # noqa: E402, F401
 from traces.routing import websocket_urlpatterns as runs_ws  # noqa: E402
@@ -51,8 +52,10 @@ application = TrustedProxies(
     BodyLimit(
         ProtocolTypeRouter(
             {
-                "http": http_application,
-                "lifespan": mcp_application.lifespan,
+                # /healthz and /readyz first: no middleware, no Host check, no pool.
+                "http": Probes(http_application),
+                # SIGTERM marks the process as stopping before uvicorn closes its socket.
+                "lifespan": with_stopping_hook(mcp_application.lifespan),
                 "websocket": AllowedHostsOriginValidator(
                     AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
                 ),

@@ -113,3 +113,10 @@ def test_behind_a_transaction_pooler_it_holds_no_server_side_state(tmp_path: Pat
         TOOLOPS_DB_TRANSACTION_POOLING="1", TOOLOPS_DB_PREPARED="1", **postgres,
     )  # fmt: skip
     assert kept.stdout.splitlines()[-1].split() == ["True", "5", "True"], kept.stderr
+
+
+def test_it_names_a_bad_shutdown_drain(tmp_path: Path) -> None:
+    for value in ("-1", "nan", "601"):
+        result = run_manage("check", TOOLOPS_SHUTDOWN_DRAIN_S=value, TOOLOPS_DATA_DIR=str(tmp_path))
+        assert result.returncode != 0
+        assert f"TOOLOPS_SHUTDOWN_DRAIN_S must be 0 to 600 seconds, got '{value}'" in result.stderr

@@ -10,7 +10,9 @@ A bounded poll rather than a notification: a call ends in many places (the execu
 worker, a reviewer's decision, the sweeps) and in other processes, and the database is
 the one place they all write; the poll's cost is one indexed read per pause. The duplicate
 of a call in progress (the follower) waits the same way: its first look, in the view, takes
-over a dead holder's claim; a holder that dies during the wait is left to the sweep."""
+over a dead holder's claim; a holder that dies during the wait is left to the sweep.
+When the process begins to stop, every wait ends at once with the call as it stands
+(toolops/stopping.py), so that a long-poll never holds a shutdown for its whole wait."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from django.db import close_old_connections
 from django.http import HttpResponseBase
 from rest_framework.response import Response
 
-from toolops import executor
+from toolops import executor, stopping
 from toolops.models import ToolCall
 
 from .output import call_out
@@ -62,17 +64,23 @@ async def wait(
     loop = asyncio.get_running_loop()
     pauses = executor.LONG_POLL_PAUSES
     looks = 0
-    while True:
-        left = poll.deadline - time.monotonic()
-        if left <= 0 or disconnected.done():
-            break
-        pause = min(pauses[min(looks, len(pauses) - 1)], left)
-        await asyncio.wait([disconnected], timeout=pause)
-        looks += 1
-        if disconnected.done():
-            return response
-        if await loop.run_in_executor(pool, _look, poll.call):
-            break
+    # The process stopping (SIGTERM) ends the wait as its deadline would: the call as it
+    # stands, still waiting, and the agent asks again — another process, via the balancer.
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        while True:
+            left = poll.deadline - time.monotonic()
+            if left <= 0 or disconnected.done() or stopping.is_stopping():
+                break
+            pause = min(pauses[min(looks, len(pauses) - 1)], left)
+            await asyncio.wait([disconnected, stopped], timeout=pause)
+            looks += 1
+            if disconnected.done():
+                return response
+            if stopped.done() or await loop.run_in_executor(pool, _look, poll.call):
+                break
+    finally:
+        stopped.cancel()
     return await loop.run_in_executor(pool, _render, response, poll)
 
 

@@ -59,3 +59,12 @@ if not 0 <= TOOLOPS_DB_ANSWER_TIMEOUT_S < 10**6:
         "TOOLOPS_DB_ANSWER_TIMEOUT_S must be 0 (no deadline) or a number of seconds, "
         f"got {os.getenv('TOOLOPS_DB_ANSWER_TIMEOUT_S')!r}"
     )
+# Graceful shutdown (toolops/stopping.py): after SIGTERM a web process answers /readyz 503
+# and keeps serving this many seconds, so that a balancer's health checks take it out of
+# rotation before its socket closes; then uvicorn finishes the requests in progress.
+TOOLOPS_SHUTDOWN_DRAIN_S = envfloat("TOOLOPS_SHUTDOWN_DRAIN_S", 0.0)
+if not 0 <= TOOLOPS_SHUTDOWN_DRAIN_S <= 600:  # also refuses nan and inf
+    raise ImproperlyConfigured(
+        "TOOLOPS_SHUTDOWN_DRAIN_S must be 0 to 600 seconds, "
+        f"got {os.getenv('TOOLOPS_SHUTDOWN_DRAIN_S')!r}"
+    )

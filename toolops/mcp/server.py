@@ -15,7 +15,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
-from toolops import executor
+from toolops import executor, stopping
 
 from . import calls
 
@@ -89,11 +89,15 @@ async def _wait(call: Any, replayed: bool) -> calls.Outcome:
     deadline = time.monotonic() + settings.TOOLOPS_MCP_WAIT_S
     pauses = executor.LONG_POLL_PAUSES
     looks = 0
-    while (left := deadline - time.monotonic()) > 0:
-        await asyncio.sleep(min(pauses[min(looks, len(pauses) - 1)], left))
-        looks += 1
-        if await _sync(executor.wait_look)(call=call):
-            break
+    stopped = asyncio.ensure_future(stopping.wait())  # a shutdown ends the wait at once
+    try:
+        while (left := deadline - time.monotonic()) > 0 and not stopping.is_stopping():
+            await asyncio.wait([stopped], timeout=min(pauses[min(looks, len(pauses) - 1)], left))
+            looks += 1
+            if stopped.done() or await _sync(executor.wait_look)(call=call):
+                break
+    finally:
+        stopped.cancel()
     return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)  # type: ignore[no-any-return]
 
 

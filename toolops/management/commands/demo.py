@@ -62,7 +62,8 @@ from toolops.services import agent_create
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 DEMO_CATALOG = DEMO_DIR / "catalog.toml"
 CATALOG_SHOP = "http://127.0.0.1:9000"  # the shop URL written in the demo catalog
-UVICORN = ["-m", "uvicorn", "toolops.asgi:application"]
+# A stop (Ctrl-C, SIGTERM) lets calls in progress finish, for at most 30 s.
+UVICORN = ["-m", "uvicorn", "toolops.asgi:application", "--timeout-graceful-shutdown", "30"]
 # username → (group, what the person does); admin is a superuser.
 DEMO_USERS: dict[str, tuple[str | None, str]] = {
     "admin": (None, "superuser: everything, and /admin/"),

@@ -1,0 +1,1 @@
+"""`/healthz` and `/readyz`, for balancers and orchestrators (docs/deploy.md, README)."""
