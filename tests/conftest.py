@@ -120,7 +120,7 @@ class ToolOpsServer:
 
     def answers(self) -> bool:
         try:
-            httpx.get(f"{self.url}/api/v1/schema/?format=json", timeout=1)
+            httpx.get(f"{self.url}/healthz", timeout=1).raise_for_status()
             return True
         except httpx.HTTPError:
             if self.proc.poll() is not None:
