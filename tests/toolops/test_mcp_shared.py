@@ -24,7 +24,7 @@ from tests.toolops.test_mcp_sessions import mcp_post, open_session
 from tests.waiting import wait_until
 from toolops.models import Run
 
-IDLE_S = 5  # the sessions' idle time on both processes (TOOLOPS_MCP_IDLE_S)
+IDLE_S = 6  # the sessions' idle time on both processes (TOOLOPS_MCP_IDLE_S)
 CAP = 3  # sessions per agent (TOOLOPS_MCP_AGENT_MAX_SESSIONS)
 RESERVE = {"sku": "A12", "qty": 1}
 
