@@ -341,7 +341,25 @@ class CircuitBreaker(models.Model):
         return f"{self.tool}: {self.state}"
 
 
+class McpSession(models.Model):
+    """An MCP session while it lives, shared by every web process: any of them serves
+    it (toolops/mcp/sessions.py). The row goes when the session ends (DELETE, idle), so
+    the one process whose delete removed it completes the session's run."""
+
+    session_id = models.CharField(max_length=64, primary_key=True)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="mcp_sessions")
+    # Negotiated by the handshake; "" until the initialize request is answered.
+    protocol_version = models.CharField(max_length=16, blank=True, default="")
+    opened_at = models.DateTimeField()
+    # The database's clock, by whichever process served the session last: idle is
+    # judged from it, across processes.
+    last_seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.session_id
+
+
 __all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "AuditEntry", "CircuitBreaker",
-           "IdempotencyRecord", "NotificationDelivery", "NotificationEvent",
+           "IdempotencyRecord", "McpSession", "NotificationDelivery", "NotificationEvent",
            "NotificationPreference", "RateWindow", "Run", "ToolCall", "ToolPolicy",
            "new_span_id", "new_trace_id"]  # fmt: skip

@@ -44,8 +44,8 @@ if not 0 < TOOLOPS_MCP_IDLE_S < 10**7:
         f"TOOLOPS_MCP_IDLE_S must be a positive number of seconds, "
         f"got {os.getenv('TOOLOPS_MCP_IDLE_S')!r}"
     )
-# The most MCP sessions one agent may have open in a web process: one agent cannot
-# take every session the server keeps.
+# The most MCP sessions one agent may have open, on all web processes together (counted
+# from the database): one agent cannot take every session the server keeps.
 TOOLOPS_MCP_AGENT_MAX_SESSIONS = envint("TOOLOPS_MCP_AGENT_MAX_SESSIONS", 16)
 if TOOLOPS_MCP_AGENT_MAX_SESSIONS < 1:
     raise ImproperlyConfigured(

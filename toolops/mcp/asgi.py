@@ -5,7 +5,8 @@ ALLOWED_HOSTS, the agent's bearer token (401 without a valid one; a session answ
 the agent that opened it), then the protocol era. ToolOps speaks the session (handshake)
 era of MCP: a session is what a call without `_meta["toolops/run_id"]` is scoped to, so a
 client that probes for the sessionless 2026-07-28 era is told which versions are served
-(-32022 with the `supported` list), and falls back to the handshake."""
+(-32022 with the `supported` list), and falls back to the handshake. Sessions are shared
+by every web process through PostgreSQL (sessions.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -27,6 +27,7 @@ from toolops import jsonbound
 from toolops.api.auth import RateLimited, agent_for_token
 
 from .server import AGENT_SCOPE_KEY, build
+from .sessions import SharedSessionManager
 
 log = logging.getLogger(__name__)
 PATHS = ("/mcp", "/mcp/")
@@ -38,9 +39,9 @@ class McpApp:
     lifespan, when the server sends one) and stops at the lifespan's shutdown."""
 
     def __init__(self) -> None:
-        self.manager = AgentSessionManager(
+        self.manager = SharedSessionManager(
             app=build(),
-            session_idle_timeout=settings.TOOLOPS_MCP_IDLE_S,
+            refuse=_at_cap,
             security_settings=None,  # the host is checked here, the origin needs the token
         )
         self._ready: asyncio.Event | None = None
@@ -68,21 +69,9 @@ class McpApp:
             return await _unsupported_version(receive, send, version)
 
         await self._started()
-        client_id = f"agent:{agent.pk}"
-        if "mcp-session-id" not in headers and scope["method"] == "POST":
-            # A request that would open a session: refused past the agent's own cap, so
-            # that one agent cannot take every session the server keeps.
-            cap = settings.TOOLOPS_MCP_AGENT_MAX_SESSIONS
-            if self.manager.sessions_of(client_id) >= cap:
-                return await _problem(send, 429, "Too Many Requests", (
-                    f"This agent already has {cap} MCP sessions open, the most allowed "
-                    f"(TOOLOPS_MCP_AGENT_MAX_SESSIONS). End one (DELETE /mcp/ with its "
-                    f"Mcp-Session-Id) or reuse it; an idle session ends after "
-                    f"{settings.TOOLOPS_MCP_IDLE_S:g} s."
-                ), [(b"retry-after", b"5")])  # fmt: skip
         # The SDK binds a session to the principal that opened it: another agent's
         # request for that session answers 404, as if it did not exist.
-        principal = AccessToken(token="", client_id=client_id, scopes=[])
+        principal = AccessToken(token="", client_id=f"agent:{agent.pk}", scopes=[])
         scope = {**scope, "user": AuthenticatedUser(principal), AGENT_SCOPE_KEY: agent}
         await self.manager.handle_request(scope, receive, send)
 
@@ -111,23 +100,6 @@ class McpApp:
                 return
 
 
-class AgentSessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, with sessions counted per agent. Its own cap
-    (max_sessions) is for the whole server; the check in McpApp gives an agent at its
-    cap a clear answer, and this one holds under the admission lock, against an agent
-    opening several sessions at once (it then gets the SDK's 503)."""
-
-    def sessions_of(self, client_id: str) -> int:
-        return sum(1 for o in self._session_owners.values() if o["client_id"] == client_id)
-
-    def _admit_session(self, requestor: Any) -> Any:
-        cap = settings.TOOLOPS_MCP_AGENT_MAX_SESSIONS
-        if requestor is not None and self.sessions_of(requestor["client_id"]) >= cap:
-            log.warning("MCP session refused: %s has %s open", requestor["client_id"], cap)
-            return None
-        return super()._admit_session(requestor)
-
-
 async def _respond(send: Any, status: int, body: dict[str, Any], headers: list[Any]) -> None:
     raw = json.dumps(body).encode()
     await send({
@@ -144,6 +116,18 @@ async def _problem(
     await _respond(
         send, status, body, [(b"content-type", b"application/problem+json"), *(headers or [])]
     )
+
+
+async def _at_cap(send: Any) -> None:
+    """A request that would open a session, from an agent at its own cap: refused, so
+    that one agent cannot take every session the server keeps."""
+    cap = settings.TOOLOPS_MCP_AGENT_MAX_SESSIONS
+    await _problem(send, 429, "Too Many Requests", (
+        f"This agent already has {cap} MCP sessions open, the most allowed "
+        f"(TOOLOPS_MCP_AGENT_MAX_SESSIONS). End one (DELETE /mcp/ with its "
+        f"Mcp-Session-Id) or reuse it; an idle session ends after "
+        f"{settings.TOOLOPS_MCP_IDLE_S:g} s."
+    ), [(b"retry-after", b"5")])  # fmt: skip
 
 
 async def _unauthorized(send: Any, detail: str) -> None:

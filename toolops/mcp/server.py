@@ -73,8 +73,6 @@ async def call_tool(
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
     if outcome.waiting is not None:
         outcome = await _wait(*outcome.waiting)
-    if session_id is not None:
-        _complete_when_closed(ctx, agent, session_id)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],
         structured_content=outcome.structured,
@@ -99,19 +97,6 @@ async def _wait(call: Any, replayed: bool) -> calls.Outcome:
     finally:
         stopped.cancel()
     return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)  # type: ignore[no-any-return]
-
-
-def _complete_when_closed(ctx: ServerRequestContext[Any, Any], agent: Any, session_id: str) -> None:
-    """Once per session: complete its run when the session ends."""
-    connection = getattr(ctx.session, "_connection", None)
-    if connection is None or connection.state.get("toolops.ends_run"):
-        return
-    connection.state["toolops.ends_run"] = True
-
-    async def ended() -> None:
-        await _sync(calls.session_ended)(agent=agent, session_id=session_id)
-
-    connection.exit_stack.push_async_callback(ended)
 
 
 def build() -> Server[Any]:
