@@ -162,6 +162,12 @@ def run(args: argparse.Namespace, stack: ScaleStack, history: History) -> dict[s
         "call statuses": dict(Counter(c.status for c in world.calls.values())),
         "run statuses": dict(Counter(r.status for r in world.runs.values())),
     }
+    lost = result["mcp"]["sessions lost to another process"]
+    if lost:
+        result["violations"].append(
+            f"VIOLATION of MCP sessions shared across processes: {lost} requests for a live "
+            "session were answered 404 by a web process that had not opened it"
+        )
     if result["breaker"]["refused"] == 0:
         result["violations"].append(
             "VIOLATION of breaker opens: legacy_inventory failed "

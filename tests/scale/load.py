@@ -65,12 +65,12 @@ class McpClient(Client):
     """An MCP client: initialize, then tools/call of reserve_stock at successive steps of
     runs it names in `_meta`, each run completed through the API after a few calls.
 
-    A session lives in the web process that opened it (until MCP sessions are shared
-    across processes): a request the balancer sends to another process is answered 404.
-    That is recorded as it is (an `mcp-*` operation failed with 404), and the client does
-    what an MCP client does on a 404 for its session: opens a new one and sends the same
-    call again — the same run, step and args, so the same executor call, answered from
-    its record."""
+    Its requests land on any web process (round robin): its session is shared through
+    PostgreSQL, so none should be answered 404. A 404 for a live session is counted
+    (`lost_sessions`: the runner calls any a violation) and recorded as it is (an `mcp-*`
+    operation failed with 404), and the client does what an MCP client does on a 404 for
+    its session: opens a new one and sends the same call again — the same run, step and
+    args, so the same executor call, answered from its record."""
 
     def __init__(self, *args: Any, token: str, **kw: Any) -> None:
         super().__init__(*args, headers={"Authorization": f"Bearer {token}"}, **kw)
