@@ -1,8 +1,11 @@
 """A fresh chaos database, migrated, with the run's agents and its reviewer. Runs in the
-runner's own process, on Django pointed straight at the database (no proxy between)."""
+runner's own process, on Django pointed straight at the database (no proxy between) — or,
+when Django in this process already serves another database (a pytest session starting a
+stack), in a child process: `python -m tests.chaos.setup_db` prints the agents' tokens."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +16,24 @@ import psycopg
 from tests.chaos.stack import REVIEWER, ROOT
 
 AGENTS = 4
+
+
+def prepare(env: dict[str, str], password: str) -> list[str]:
+    """A fresh database with the agents and the reviewer; the agents' tokens."""
+    from django.conf import settings
+
+    if settings.configured and settings.DATABASES["default"]["NAME"] != db_name(env):
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.chaos.setup_db"],
+            cwd=ROOT, env={**env, "CHAOS_REVIEWER_PASSWORD": password},
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"setting up {db_name(env)} failed:\n{done.stderr[-3000:]}")
+        return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    fresh_database(env)
+    tokens, _ = create_people(env, password)
+    return tokens
 
 
 def direct_env(env: dict[str, str]) -> dict[str, str]:
@@ -62,3 +83,11 @@ def create_people(env: dict[str, str], password: str) -> tuple[list[str], Any]:
     # Support too: the checker reads the desk's pages as this person.
     user.groups.add(*Group.objects.filter(name__in=["reviewers", "support"]))
     return tokens, user
+
+
+if __name__ == "__main__":
+    # The child of prepare(): the stack's environment, the reviewer's password beside it.
+    environment = dict(os.environ)
+    secret = environment.pop("CHAOS_REVIEWER_PASSWORD")
+    fresh_database(environment)
+    print(json.dumps(create_people(environment, secret)[0]))

@@ -152,10 +152,12 @@ class Stack:
 
     def __init__(
         self, workdir: Path, seed: int = 0, *, db_name: str = DB_NAME, webs: int = 2,
-        workers: int = 2, crash_points: bool = False,
+        workers: int = 2, crash_points: bool = False, fault_proxies: bool = True,
     ) -> None:  # fmt: skip
         self.workdir, self.seed, self.db_name = workdir, seed, db_name
         self.crash_points = crash_points
+        # False: PostgreSQL, Redis and the shop reached directly (no network faults).
+        self.fault_proxies = fault_proxies
         self.stopping = False  # set by stop(): nothing is started again after it
         self.n_webs, self.n_workers = webs, workers
         self.procs: dict[str, Proc] = {}
@@ -172,7 +174,7 @@ class Stack:
 
     def proxied(self, name: str, port: int) -> int:
         """The port clients use for `name`: its fault proxy's, or the real one."""
-        if FaultProxy is None:
+        if FaultProxy is None or not self.fault_proxies:
             return port
         proxy = FaultProxy(upstream=(HOST, port), listen_port=0, seed=self.seed + len(self.proxies))
         proxy.start()
@@ -310,8 +312,7 @@ class Stack:
         db_port = self.proxied("pg", 5432)
         redis_port = self.proxied("redis", self.redis_port)
         self.env = self.base_env(db_port, redis_port)
-        setup_db.fresh_database(self.env)
-        self.tokens, _ = setup_db.create_people(self.env, self.reviewer_password)
+        self.tokens = setup_db.prepare(self.env, self.reviewer_password)
         self.start_processes()
 
     def start_again(self, name: str) -> None:
