@@ -153,11 +153,13 @@ class Stack:
     def __init__(
         self, workdir: Path, seed: int = 0, *, db_name: str = DB_NAME, webs: int = 2,
         workers: int = 2, crash_points: bool = False, fault_proxies: bool = True,
+        extra_env: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
         self.workdir, self.seed, self.db_name = workdir, seed, db_name
         self.crash_points = crash_points
         # False: PostgreSQL, Redis and the shop reached directly (no network faults).
         self.fault_proxies = fault_proxies
+        self.extra_env = extra_env or {}  # on top of every process's environment
         self.stopping = False  # set by stop(): nothing is started again after it
         self.n_webs, self.n_workers = webs, workers
         self.procs: dict[str, Proc] = {}
@@ -231,6 +233,7 @@ class Stack:
             TOOLOPS_LOG_LEVEL="INFO",
             DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
         )
+        env.update(self.extra_env)
         return env
 
     def add(self, name: str, args: list[str]) -> Proc:

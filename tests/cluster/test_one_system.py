@@ -155,10 +155,12 @@ def test_an_approval_decided_on_one_process_releases_a_long_poll_on_another(
     slots = redis.Redis(port=cluster.stack.redis_port, db=1)
     digest = hashlib.sha256(cluster.stack.tokens[2].encode()).hexdigest()[:32]
     web2_slot = f"toolops:inflight:{cluster.pid('web2')}:".encode()
-    wait_until(
-        lambda: any(m.startswith(web2_slot) for m in slots.zrange(f"toolops:inflight:{digest}", 0, -1)),
-        30, failure="web2 never held the long-poll",
-    )  # fmt: skip
+
+    def held_by_web2() -> bool:
+        members = slots.zrange(f"toolops:inflight:{digest}", 0, -1)
+        return any(m.startswith(web2_slot) for m in members)
+
+    wait_until(held_by_web2, 30, failure="web2 never held the long-poll")
 
     # A reviewer approves on web3; the worker runs the call.
     reviewer = reviewer_on(web3, cluster)
@@ -246,13 +248,16 @@ def test_metrics_totals_are_the_same_from_every_process(cluster: Cluster) -> Non
             return None
         reads = count(found, "toolops_tool_calls_total", tool="query_stock", status="succeeded")
         replays = count(found, "toolops_idempotency_replays_total", tool="reserve_stock")
-        old_reads = count(before, "toolops_tool_calls_total", tool="query_stock", status="succeeded")
+        old_reads = count(
+            before, "toolops_tool_calls_total", tool="query_stock", status="succeeded"
+        )
         old_replays = count(before, "toolops_idempotency_replays_total", tool="reserve_stock")
         return found if (reads - old_reads, replays - old_replays) == (6, 3) else None
 
     # Every process counts what all of them did (each answers from its last scrape for
     # TOOLOPS_METRICS_CACHE_S seconds: waited for, with a deadline).
     after = wait_until(grown, 45, every=0.5, failure=lambda: str(scrape()))
-    assert count(after, "toolops_tool_attempts_total", tool="reserve_stock") >= count(
-        before, "toolops_tool_attempts_total", tool="reserve_stock"
-    ) + 3
+    assert (
+        count(after, "toolops_tool_attempts_total", tool="reserve_stock")
+        >= count(before, "toolops_tool_attempts_total", tool="reserve_stock") + 3
+    )
