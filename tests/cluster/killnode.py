@@ -30,6 +30,7 @@ from tests.chaos.history import FAIL, INFO, INVOKE, History
 from tests.chaos.stack import REVIEWER, wait_for
 from tests.chaos.workload import Agent, Reviewer
 from tests.cluster.topology import Cluster
+from toolops.demo.shop.faults import Fault
 
 # The workers' downstream writes (held calls run after approval) answer slowly, so that
 # a worker holds claims for a while: the one killed dies holding some.
@@ -87,9 +88,20 @@ def held_by(worker: str) -> list[str]:
     )
 
 
+def worker_name() -> str:
+    """The killed worker's Celery name (tests/chaos/stack.py: chaos<N>@<host>)."""
+    return f"chaos{KILLED_WORKER[-1]}@{socket.gethostname()}"
+
+
+def answers_ping(worker: str) -> bool:
+    from toolops.celery import app
+
+    return bool(app.control.ping(destination=[worker], timeout=1.0))
+
+
 def kill_holding(cluster: Cluster) -> list[str]:
     """SIGKILL the worker once it holds claims, and the web process with it; the claims."""
-    worker = f"chaos{KILLED_WORKER[-1]}@{socket.gethostname()}"
+    worker = worker_name()
     deadline = time.monotonic() + 90
     held: list[str] = []
     while not held and time.monotonic() < deadline:
@@ -144,6 +156,8 @@ def kill_and_rejoin(cluster: Cluster, history: History, result: dict[str, Any]) 
     sessions = balancer.stats()[KILLED_WEB]["sessions"]
     balancer.wait_up(90, [KILLED_WEB])
     result["states_after_restart"] = balancer.states()
+    wait_for(lambda: answers_ping(worker_name()), 90, f"{KILLED_WORKER} back")
+    result["worker_back"] = True
     # It rejoined: the balancer sends it requests again, and they are answered.
     wait_for(lambda: balancer.stats()[KILLED_WEB]["sessions"] >= sessions + 10, 120,
              f"{KILLED_WEB} serving again")  # fmt: skip
@@ -152,8 +166,6 @@ def kill_and_rejoin(cluster: Cluster, history: History, result: dict[str, Any]) 
 
 def run(cluster: Cluster, history: History) -> dict[str, Any]:
     for path in SLOW_PATHS:
-        from toolops.demo.shop.faults import Fault
-
         cluster.shop.set_fault(path, Fault(latency_ms=SLOW_MS))
     stop, agents_done = threading.Event(), threading.Event()
     agents, reviewer = clients(cluster, history, stop)

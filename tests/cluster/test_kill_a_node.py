@@ -41,6 +41,7 @@ def test_a_killed_web_process_and_worker_lose_no_call(tmp_path: Path) -> None:
         assert claim["state"] == "recorded" and claim["fence"] >= 2, (key, claim)
     # Both started again; the web process is UP and serving.
     assert result["states_after_restart"][KILLED_WEB] == "UP", result["states_after_restart"]
+    assert result["worker_back"], result
     # No call lost or doubled, no claim left, every indeterminate answer resolved.
     assert result["violations"] == [], "\n".join(result["violations"])
     assert result["quiet"], result
