@@ -135,6 +135,14 @@ class Proc:
             self.closed = True
         self.stop()
 
+    def terminate(self) -> None:
+        """Stop for good, without waiting: SIGTERM (close() waits, then kills)."""
+        with self.lock:
+            self.closed = True
+        if self.alive:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
+
     def stop(self, grace: float = 8.0) -> None:
         if self.proc is None:
             return
@@ -152,10 +160,14 @@ class Stack:
 
     def __init__(
         self, workdir: Path, seed: int = 0, *, db_name: str = DB_NAME, webs: int = 2,
-        workers: int = 2, crash_points: bool = False,
+        workers: int = 2, crash_points: bool = False, fault_proxies: bool = True,
+        extra_env: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
         self.workdir, self.seed, self.db_name = workdir, seed, db_name
         self.crash_points = crash_points
+        # False: PostgreSQL, Redis and the shop reached directly (no network faults).
+        self.fault_proxies = fault_proxies
+        self.extra_env = extra_env or {}  # on top of every process's environment
         self.stopping = False  # set by stop(): nothing is started again after it
         self.n_webs, self.n_workers = webs, workers
         self.procs: dict[str, Proc] = {}
@@ -172,7 +184,7 @@ class Stack:
 
     def proxied(self, name: str, port: int) -> int:
         """The port clients use for `name`: its fault proxy's, or the real one."""
-        if FaultProxy is None:
+        if FaultProxy is None or not self.fault_proxies:
             return port
         proxy = FaultProxy(upstream=(HOST, port), listen_port=0, seed=self.seed + len(self.proxies))
         proxy.start()
@@ -229,6 +241,7 @@ class Stack:
             TOOLOPS_LOG_LEVEL="INFO",
             DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
         )
+        env.update(self.extra_env)
         return env
 
     def add(self, name: str, args: list[str]) -> Proc:
@@ -310,8 +323,7 @@ class Stack:
         db_port = self.database_port()
         redis_port = self.proxied("redis", self.redis_port)
         self.env = self.base_env(db_port, redis_port)
-        setup_db.fresh_database(self.env)
-        self.tokens, _ = setup_db.create_people(self.env, self.reviewer_password)
+        self.tokens = setup_db.prepare(self.env, self.reviewer_password)
         self.start_processes()
 
     def database_port(self) -> int:
@@ -359,9 +371,12 @@ class Stack:
 
     def stop(self) -> None:
         self.stopping = True
-        for name, proc in self.procs.items():
-            if name != "redis":
-                proc.close()
+        procs = [p for name, p in self.procs.items() if name != "redis"]
+        # All told at once, then each waited for: their shutdowns overlap.
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.close()
         if "redis" in self.procs:
             self.procs["redis"].close()
         for proxy in self.proxies.values():
