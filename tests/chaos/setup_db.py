@@ -5,6 +5,7 @@ stack), in a child process: `python -m tests.chaos.setup_db` prints the agents' 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -61,7 +62,8 @@ def fresh_database(env: dict[str, str]) -> None:
     subprocess.run(migrate, cwd=ROOT, env=direct_env(env), check=True)
     if not cloned:
         with psycopg.connect("dbname=postgres", autocommit=True) as conn:
-            _clone(conn, template_name(), name)
+            if _clone(conn, template_name(), name):
+                _drop_old_templates(conn)
     django_setup(env)
 
 
@@ -72,6 +74,19 @@ def template_name() -> str:
     for path in sorted(ROOT.glob("*/migrations/*.py")):
         digest.update(path.name.encode() + path.read_bytes())
     return f"toolops_chaos_template_{digest.hexdigest()[:16]}"
+
+
+def _drop_old_templates(conn: psycopg.Connection[Any]) -> None:
+    """Templates of earlier migrations are of no more use: dropped (one in use by a
+    clone under way is left for the next time)."""
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'toolops\\_chaos\\_template\\_%%'"
+        " AND datname <> %s",
+        [template_name()],
+    ).fetchall()
+    for (old,) in rows:
+        with contextlib.suppress(psycopg.errors.ObjectInUse):
+            conn.execute(f'DROP DATABASE IF EXISTS "{old}"')
 
 
 def _clone(conn: psycopg.Connection[Any], name: str, source: str) -> bool:

@@ -16,24 +16,14 @@ import httpx
 from tests.chaos.stack import HOST, REVIEWER, Stack
 from tests.scale.balancer import Balancer
 
-# What the balancer asks each web process: /readyz where the product serves it, else a
-# page that answers 200 only when the process serves requests (before /readyz existed).
+# What the balancer asks each web process: database, broker, Redis and migrations ready.
 READY_PATH = "/readyz"
-FALLBACK_CHECK_PATH = "/api/v1/schema/?format=json"
 
 
 def database_name(suffix: str) -> str:
     """A database of the test's own, next to the suite's (DATABASE_URL's name)."""
     name = os.environ.get("DATABASE_URL", "postgres:///toolops").rsplit("/", 1)[1]
     return f"{name or 'toolops'}_{suffix}"
-
-
-def check_path(web_url: str) -> str:
-    try:
-        found = httpx.get(web_url + READY_PATH, timeout=5).status_code != 404
-    except httpx.HTTPError:
-        found = False
-    return READY_PATH if found else FALLBACK_CHECK_PATH
 
 
 class Cluster:
@@ -56,9 +46,7 @@ class Cluster:
         try:
             self.stack.start()
             backends = [(HOST, int(url.rsplit(":", 1)[1])) for url in self.stack.web_urls]
-            self.balancer = Balancer(
-                self.workdir / "haproxy", backends, check_path=check_path(self.stack.web_urls[0])
-            )
+            self.balancer = Balancer(self.workdir / "haproxy", backends, check_path=READY_PATH)
             self.balancer.start()
             self.balancer.wait_up(90)
         except BaseException:
