@@ -1,0 +1,75 @@
+"""The console search by idempotency key reads an index, not the call table, on
+PostgreSQL (migration traces 0007): tables of a realistic shape, analysed, and every query
+of the search EXPLAINed as the search runs it. Without the index, a search by key read
+all 10 million calls of bench/flat.py's big database. `pytest -s` prints the plans."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from toolops.models import Run, ToolCall, new_trace_id
+from traces.console.search import run_search
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the plans are PostgreSQL's"),
+]
+
+RUNS, CALLS_PER_RUN = 1000, 20
+
+
+def key(n: int) -> str:
+    return hashlib.sha256(str(n).encode()).hexdigest()
+
+
+def fill(agent: Any) -> None:
+    runs = Run.objects.bulk_create(
+        [Run(agent=agent, run_id=f"r{n}", trace_id=new_trace_id()) for n in range(RUNS)],
+        batch_size=1000,
+    )
+    calls = [
+        # Every 10th call was refused before it had a key.
+        ToolCall(call_id=f"c{run.pk}-{s}", run=run, tool_call_id=f"t{s}", step_index=s,
+                 tool="create_order", idempotency_key="" if s % 10 == 9 else key(run.pk * 100 + s),
+                 status=ToolCall.Status.SUCCEEDED)
+        for run in runs for s in range(CALLS_PER_RUN)
+    ]  # fmt: skip
+    ToolCall.objects.bulk_create(calls, batch_size=2000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE toolops_run")
+        cursor.execute("ANALYZE toolops_toolcall")
+
+
+class Explainer:
+    def __init__(self) -> None:
+        self.plans: list[str] = []
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "toolops_toolcall" in sql and sql.lstrip().upper().startswith("SELECT"):
+            raw = context["cursor"].cursor
+            raw.execute("EXPLAIN " + sql, params, prepare=False)
+            self.plans.append("\n".join(row[0] for row in raw.fetchall()))
+            print(f"\n{self.plans[-1]}")  # shown with -s, for the record
+        return execute(sql, params, many, context)
+
+
+def test_the_search_by_idempotency_key_reads_an_index_not_the_call_table(agent_a: Any) -> None:
+    fill(agent_a[0])
+    run = Run.objects.get(run_id="r500")
+    wanted = key(run.pk * 100 + 3)
+    explainer = Explainer()
+
+    with connection.execute_wrapper(explainer):
+        results = run_search(wanted)
+
+    one = results.single()
+    assert one is not None and one.run.pk == run.pk and one.call is not None
+    assert one.call.call_id == f"c{run.pk}-3"
+    assert explainer.plans, "the search ran no query on the call table"
+    for text in explainer.plans:
+        assert "Seq Scan on toolops_toolcall" not in text
+    assert any("call_idempotency_key_hash" in text for text in explainer.plans)
