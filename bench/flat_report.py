@@ -195,12 +195,19 @@ def print_console(results: dict[str, Any], label: Label, say: Say) -> None:
     for g in found["goals"]:
         b, s = big[g["case"]], small[g["case"]]
         scans = ", ".join(b["seq_scans_of_loaded"]) or "none"
-        say(f"{g['label']:28} {b['p50_ms']:>9.1f} {s['p50_ms']:>9.1f} {g['value']:>5.2f}×"
-            f" {b['queries']:>7} {b['sql_ms']:>7.1f}  {scans}")  # fmt: skip
+        p50 = [f"{x['p50_ms']:.1f}" if x["p50_ms"] is not None else "failed" for x in (b, s)]
+        ratio = f"{g['value']:.2f}×" if g["value"] is not None else "-"
+        sql = f"{b['sql_ms']:.1f}" if b["sql_ms"] is not None else "-"
+        say(f"{g['label']:28} {p50[0]:>9} {p50[1]:>9} {ratio:>6} {b['queries']:>7} {sql:>7}"
+            f"  {scans}")  # fmt: skip
     ids = found["big"]["ids"]
     say(f"  searched on {label('big')}: run_id {ids['run']}, call_id {ids['call']}, key"
         f" {ids['key'][:16]}…; each search landed on that run's page")  # fmt: skip
     say("  SQL ms: the page's SELECTs under EXPLAIN ANALYZE, summed (one render)")
+    jit = {g["label"]: big[g["case"]].get("jit_ms") or 0.0 for g in found["goals"]}
+    if any(jit.values()):
+        say(f"  of which PostgreSQL's JIT compiling on {label('big')} (jit_above_cost): "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in jit.items() if v))  # fmt: skip
     key = big.get("search_key")
     if key is not None:
         used = ", ".join(i for i in key["indexes"] if i.startswith(("call_", "toolops_too")))
@@ -212,7 +219,7 @@ def print_console(results: dict[str, Any], label: Label, say: Say) -> None:
         " no sequential scan of a loaded table by a search")  # fmt: skip
     for g in found["goals"]:
         if not g["pass"]:
-            why = f"{g['value']:.2f}×" + (
+            why = (f"failed: {g['error']}" if g["error"] else f"{g['value']:.2f}×") + (
                 f", scans {', '.join(g['seq_scans_of_loaded'])}" if g["seq_scans_of_loaded"] else ""
             )
             say(f"  MISS  {g['label']}: {why}")
