@@ -70,7 +70,8 @@ def print_scale(results: dict[str, Any], say: Say) -> None:
     say("  active: the database's backends in a statement or a transaction, mean/max per")
     say("  sample; CPU = running, IO = waiting on I/O (the commit's WAL flush), Lock = a row or")
     say("  transaction lock, LWLock = a buffer or the WAL insert/write lock, InTxn = idle in a")
-    say("  transaction (ToolOps working between two of its statements)")
+    say("  transaction (ToolOps working between two of its statements), Client = waiting for")
+    say("  ToolOps' next protocol message, Timeout = a backend sleeping (autovacuum's delay)")
     top = {e: v for r in rows[-1:] for e, v in r["waits"]["top_events"].items()}
     if top:
         say("  top wait events at the most processes: "
