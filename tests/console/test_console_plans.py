@@ -1,7 +1,7 @@
-"""The console search by idempotency key reads an index, not the call table, on
-PostgreSQL (migration traces 0007): tables of a realistic shape, analysed, and every query
-of the search EXPLAINed as the search runs it. Without the index, a search by key read
-all 10 million calls of bench/flat.py's big database. `pytest -s` prints the plans."""
+"""The console's queries read indexes, not the call table, on PostgreSQL: tables of a
+realistic shape, analysed, and every query EXPLAINed as the page runs it. The search by
+idempotency key (migration traces 0007) and the runs list read all 10 million calls of
+bench/flat.py's big database before. `pytest -s` prints the plans."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from toolops.models import Run, ToolCall, new_trace_id
 from traces.console.search import run_search
@@ -73,3 +74,22 @@ def test_the_search_by_idempotency_key_reads_an_index_not_the_call_table(agent_a
     for text in explainer.plans:
         assert "Seq Scan on toolops_toolcall" not in text
     assert any("call_idempotency_key_hash" in text for text in explainer.plans)
+
+
+def test_the_runs_list_reads_the_calls_of_its_page_only(
+    agent_a: Any, reviewer_client: Client
+) -> None:
+    fill(agent_a[0])
+    explainer = Explainer()
+
+    with connection.execute_wrapper(explainer):
+        response = reviewer_client.get("/console/")
+
+    assert response.status_code == 200
+    page = response.context["page"]
+    assert page.paginator.count == RUNS
+    # Every run of the page shows its count of calls (each has CALLS_PER_RUN).
+    assert [run.calls_count for run in page] == [CALLS_PER_RUN] * len(page)
+    assert explainer.plans, "the runs list ran no query on the call table"
+    for text in explainer.plans:
+        assert "Seq Scan on toolops_toolcall" not in text
