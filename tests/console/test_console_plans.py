@@ -93,3 +93,11 @@ def test_the_runs_list_reads_the_calls_of_its_page_only(
     assert explainer.plans, "the runs list ran no query on the call table"
     for text in explainer.plans:
         assert "Seq Scan on toolops_toolcall" not in text
+
+
+def test_connections_run_without_jit() -> None:
+    # PostgreSQL's JIT compiled the approvals queue's query for 730 ms at 10 million calls
+    # (bench/flat.py), for a run of under 1 ms: every connection turns it off.
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
