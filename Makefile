@@ -80,6 +80,7 @@ bench: $(STAMP)
 	$(PY) bench/traces.py
 	$(PY) bench/flat.py
 	$(PY) bench/attack.py
+	$(PY) bench/scale.py
 
 clean:
 	rm -rf $(VENV) var

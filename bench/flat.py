@@ -17,7 +17,11 @@ write cost the same when the tables are big?
 - EXPLAIN (ANALYZE, BUFFERS, WAL) of the claim, record and look-up statements of real
   writes on both databases (bench/flat_explain.py): the indexes they use, that none scans
   a loaded table, their time, buffers and WAL; pg_stat_statements' times when the server
-  loads it.
+  loads it;
+- the console's list pages (runs, filtered, unknown calls, approvals, tickets) and its
+  search (by idempotency key, call_id, run_id), rendered in-process on both databases
+  (bench/flat_console.py): p50, the goal big p50 ≤ 1.5 × small p50, and no sequential
+  scan of a loaded table in any of their queries.
 
 Writes bench/results/flat.json.
 """
@@ -42,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # First, before this folder: bench/traces.py must not shadow the traces package.
 sys.path.insert(0, str(ROOT))
 
-from bench import flat_load  # noqa: E402 - after the path is set
+from bench import flat_console, flat_load  # noqa: E402 - after the path is set
 from bench.cases import (  # noqa: E402
     BUDGET,
     CATALOG,
@@ -56,7 +60,12 @@ from bench.cases import (  # noqa: E402
 from bench.cpu import CpuMeter, cpu_busy  # noqa: E402
 from bench.db import fresh_database  # noqa: E402
 from bench.flat_options import NAMES, parse_options  # noqa: E402
-from bench.flat_report import print_explain, print_table, statement_times  # noqa: E402
+from bench.flat_report import (  # noqa: E402
+    print_console,
+    print_explain,
+    print_table,
+    statement_times,
+)
 from bench.load import Sample, Target, drive  # noqa: E402
 from bench.procs import (  # noqa: E402
     BENCH,
@@ -363,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             procs.stop("toolops-small")
             procs.stop("toolops-big")
             flat.explain()
+            flat.step("console: list pages and search, rendered in-process on each database …")
+            envs = {side: flat.env(side) for side in NAMES}
+            flat.results["console"] = flat_console.measure_sides(envs, 7 if o.quick else 15)
         except BenchError as exc:
             procs.stop_all()
             print(f"\nbench (flat) failed: {exc}", file=sys.stderr)
@@ -375,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             procs.stop_all()
     print_table(flat.results, flat.label, flat.say)
     print_explain(flat.results, flat.label, flat.say)
+    print_console(flat.results, flat.label, flat.say)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(flat.results, indent=2, default=str) + "\n")
     print(f"(flat: {time.monotonic() - started:.0f} s; {RESULTS.relative_to(ROOT)})")

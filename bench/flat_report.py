@@ -179,3 +179,49 @@ def print_statement_times(times: dict[str, Any] | None, label: Label, say: Say) 
         for s in times.get(side, []):
             say(f"  {label(side):>4}  {s['kind']:7} {s['calls']:>6} calls  {s['mean_ms']:.3f} ms"
                 f"  blocks read {s['blocks_read']}, WAL FPI {s['wal_fpi']}")  # fmt: skip
+
+
+def print_console(results: dict[str, Any], label: Label, say: Say) -> None:
+    found = results.get("console")
+    if not found:
+        return
+    goal = found["goal_ratio"]
+    small, big = found["small"]["pages"], found["big"]["pages"]
+    say()
+    say(f"The console on {label('big')} and {label('small')} rows: list pages and search,")
+    say("rendered in-process (test client, superuser: middleware, view, queries, template)")
+    say(f"{'page':28} {'p50 ' + label('big'):>9} {'p50 ' + label('small'):>9} {'ratio':>6}"
+        f" {'queries':>7} {'SQL ms':>7}  seq scans of loaded tables")  # fmt: skip
+    for g in found["goals"]:
+        b, s = big[g["case"]], small[g["case"]]
+        scans = ", ".join(b["seq_scans_of_loaded"]) or "none"
+        p50 = [f"{x['p50_ms']:.1f}" if x["p50_ms"] is not None else "failed" for x in (b, s)]
+        ratio = f"{g['value']:.2f}×" if g["value"] is not None else "-"
+        sql = f"{b['sql_ms']:.1f}" if b["sql_ms"] is not None else "-"
+        say(f"{g['label']:28} {p50[0]:>9} {p50[1]:>9} {ratio:>6} {b['queries']:>7} {sql:>7}"
+            f"  {scans}")  # fmt: skip
+    ids = found["big"]["ids"]
+    say(f"  searched on {label('big')}: run_id {ids['run']}, call_id {ids['call']}, key"
+        f" {ids['key'][:16]}…; each search landed on that run's page")  # fmt: skip
+    say("  SQL ms: the page's SELECTs under EXPLAIN ANALYZE, summed (one render)")
+    jit = {g["label"]: big[g["case"]].get("jit_ms") or 0.0 for g in found["goals"]}
+    if any(jit.values()):
+        say(f"  of which PostgreSQL's JIT compiling on {label('big')} (jit_above_cost): "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in jit.items() if v))  # fmt: skip
+    key = big.get("search_key")
+    if key is not None:
+        used = ", ".join(i for i in key["indexes"] if i.startswith(("call_", "toolops_too")))
+        say(f"  search by idempotency key on {label('big')}: call-table indexes {used or 'none'};"
+            + (" no scan of the call table" if "toolops_toolcall" not in key["seq_scans"]
+               else " SCANS THE CALL TABLE"))  # fmt: skip
+    say()
+    say(f"Goal (checked here, not by the tests): big p50 ≤ {goal} × small p50 per page, and"
+        " no sequential scan of a loaded table by a search")  # fmt: skip
+    for g in found["goals"]:
+        if not g["pass"]:
+            why = (f"failed: {g['error']}" if g["error"] else f"{g['value']:.2f}×") + (
+                f", scans {', '.join(g['seq_scans_of_loaded'])}" if g["seq_scans_of_loaded"] else ""
+            )
+            say(f"  MISS  {g['label']}: {why}")
+    met = sum(g["pass"] for g in found["goals"])
+    say(f"  {met} of {len(found['goals'])} pages met")

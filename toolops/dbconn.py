@@ -10,6 +10,13 @@ answers as 503 with Retry-After. The connection is closed on the spot, mid-excha
 the pool discards it rather than lending it again. It costs nothing per statement: the
 deadline is the timeout of the poll psycopg makes anyway. Workers, beat and management
 commands (migrations, retention's long deletes) keep no deadline.
+
+Every connection also turns PostgreSQL's JIT off: it compiles a query whose estimated
+cost passes `jit_above_cost`, and the console's estimates grow with the tables — at 10
+million calls the approvals queue's query spent 730 ms compiling for a run of under 1 ms
+(bench/flat.py). ToolOps runs short statements only. A session SET, not the `options`
+startup parameter, which pgbouncer (1.18) refuses; behind it in transaction mode the SET
+stays with whichever server connection it ran on (harmless either way).
 """
 
 from __future__ import annotations
@@ -32,6 +39,15 @@ def set_answer_timeout(seconds: float | None) -> None:
 
 class DeadlineConnection(psycopg.Connection):
     """The pool's connection class (OPTIONS["pool"]["connection_class"])."""
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+        conn = super().connect(conninfo, **kwargs)
+        autocommit = conn.autocommit
+        conn.autocommit = True
+        conn.execute("SET jit = off")
+        conn.autocommit = autocommit
+        return conn
 
     def wait(self, gen: Any, interval: float = _WAIT_INTERVAL, timeout: float | None = None) -> Any:
         limit = timeout if timeout is not None else _answer_timeout_s
