@@ -63,7 +63,10 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["-created_at"]),
-            models.Index(fields=["trace_id"]),
+            # In pattern order, for the runs filter's trace_id prefix (as call_tool_call_id).
+            models.Index(
+                fields=["trace_id"], name="run_trace_id", opclasses=["varchar_pattern_ops"]
+            ),
             models.Index(fields=["session_key", "created_at"]),
             # The retention purge's walk through ended runs, oldest first. Partial: a run
             # is inserted with no ended_at, so only its one ending writes an entry.
@@ -191,7 +194,12 @@ class ToolCall(models.Model):
         ]
         indexes = [
             models.Index(fields=["run", "created_at"]),
-            models.Index(fields=["tool_call_id"]),
+            # In pattern order: the console's runs filter matches a tool_call_id's start
+            # (LIKE 'q%'), which a B-tree in the database's collation cannot serve; one in
+            # pattern order answers equality too, so it is the only index on the column.
+            models.Index(
+                fields=["tool_call_id"], name="call_tool_call_id", opclasses=["varchar_pattern_ops"]
+            ),
             models.Index(fields=["status", "next_reconcile_at"]),
             # The retention purge asks whether any call still refers to a sealed args row:
             # by call_id, which call_call_id_unique answers (no index of its own).

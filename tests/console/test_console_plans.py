@@ -101,3 +101,29 @@ def test_connections_run_without_jit() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHOW jit")
         assert cursor.fetchone()[0] == "off"
+
+
+@pytest.mark.parametrize("how", ["run_id prefix", "idempotency key", "call_id"])
+def test_the_runs_filter_reads_indexes_not_the_call_table(
+    agent_a: Any, reviewer_client: Client, how: str
+) -> None:
+    # The filter matches the start of run ids, trace ids and tool_call_ids, and call ids and
+    # keys whole: at 10 million calls a prefix on the call table's plain index (in the
+    # database's collation) read all of them, past the statement timeout.
+    fill(agent_a[0])
+    run = Run.objects.get(run_id="r500")
+    q, expected = {
+        "run_id prefix": ("r50", {"r50", *(f"r50{n}" for n in range(10))}),
+        "idempotency key": (key(run.pk * 100 + 3), {"r500"}),
+        "call_id": (f"c{run.pk}-3", {"r500"}),
+    }[how]
+    explainer = Explainer()
+
+    with connection.execute_wrapper(explainer):
+        response = reviewer_client.get("/console/", {"q": q})
+
+    assert response.status_code == 200
+    assert {r.run_id for r in response.context["page"]} == expected
+    assert explainer.plans, "the filter ran no query on the call table"
+    for text in explainer.plans:
+        assert "Seq Scan on toolops_toolcall" not in text

@@ -29,15 +29,19 @@ SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "c
 
 
 def _run_search(q: str, *, exact: bool = False) -> Q:
-    """A run whose run_id or trace_id, or any of whose calls' tool_call_id, call_id or
-    idempotency key, equals (or, unless `exact`, starts with) `q`."""
+    """A run whose run_id or trace_id, or any of whose calls' tool_call_id, equals (or,
+    unless `exact`, starts with) `q`; or one of whose calls' call_id or idempotency key is
+    `q`. One UNION of index reads (the prefixes on B-trees in pattern order), not an OR
+    that would test every run in turn: flat however many runs and calls there are
+    (bench/flat.py)."""
     how = "exact" if exact else "startswith"
-    calls = ToolCall.objects.filter(
-        Q(**{f"tool_call_id__{how}": q})
-        | Q(**{f"call_id__{how}": q})
-        | Q(idempotency_key=q)  # 64 hex characters: only ever looked up whole
-    ).values("run_id")
-    return Q(**{f"run_id__{how}": q}) | Q(**{f"trace_id__{how}": q}) | Q(pk__in=calls)
+    calls = Q(**{f"tool_call_id__{how}": q}) | Q(call_id=q)
+    if run_search.KEY_RE.match(q):  # 64 hex characters: a key, only ever looked up whole
+        calls |= Q(key=q)
+    by_run_id = Run.objects.filter(**{f"run_id__{how}": q}).values("pk")
+    by_trace_id = Run.objects.filter(**{f"trace_id__{how}": q}).values("pk")
+    by_call = ToolCall.objects.alias(key=run_search.KEY_EXPR).filter(calls).values("run_id")
+    return Q(pk__in=by_run_id.union(by_trace_id, by_call))
 
 
 @require_GET
