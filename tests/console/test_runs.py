@@ -12,6 +12,7 @@ from django.utils import timezone
 from compensations.models import Compensation
 from toolops.models import Agent, Run
 from toolops.services import agent_create
+from toolops.views import runs as run_views
 
 from .conftest import make_call, make_run
 
@@ -146,9 +147,9 @@ def make_busy_runs(agent: Agent, count: int, calls_each: int) -> None:
             make_call(run, f"tc-{i}-{j}", j, "query_stock", "succeeded" if j % 2 else "failed")
 
 
-# session, user, the user's groups, the nav's three counts, agents for the filter, count,
-# the page, its calls, its compensations.
-RUNS_LIST_QUERIES = 11
+# session, user, the user's groups, the nav's three counts, agents for the filter, the
+# runs matching the filter (their ids), count, the page, its calls, its compensations.
+RUNS_LIST_QUERIES = 12
 
 
 @pytest.mark.parametrize(("runs_count", "calls_each"), [(1, 1), (20, 3)])
@@ -204,3 +205,14 @@ def test_it_says_an_aborted_run_was_aborted_and_what_was_undone(
     )
     page = response.content.decode()
     assert "All 3 of 3 tool calls succeeded" not in page
+
+
+def test_a_broad_filter_past_the_listed_matches_still_finds_every_run(
+    reviewer_client: Client, runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past MATCHES_LISTED the filter goes to the database as a subquery, not as ids.
+    monkeypatch.setattr(run_views, "MATCHES_LISTED", 1)
+
+    assert run_ids(reviewer_client.get("/console/", {"q": "r-"})) == ["r-new", "r-mid", "r-old"]
+    assert run_ids(reviewer_client.get("/console/", {"q": "tc-stock"})) == ["r-mid", "r-old"]
+    assert run_ids(reviewer_client.get("/console/", {"q": "r-mid"})) == ["r-mid"]

@@ -28,20 +28,35 @@ SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "c
                   "finished_at")  # fmt: skip
 
 
+# Up to this many runs matching the filter are listed by their ids; past it, by the
+# filter itself (_run_search's docstring).
+MATCHES_LISTED = 1000
+
+
 def _run_search(q: str, *, exact: bool = False) -> Q:
     """A run whose run_id or trace_id, or any of whose calls' tool_call_id, equals (or,
     unless `exact`, starts with) `q`; or one of whose calls' call_id or idempotency key is
     `q`. One UNION of index reads (the prefixes on B-trees in pattern order), not an OR
-    that would test every run in turn: flat however many runs and calls there are
-    (bench/flat.py)."""
+    tested on every run: flat however many runs and calls there are (bench/flat.py).
+
+    A few matches (the usual: an id pasted whole) are handed to the page as their ids:
+    given the UNION as a subquery, PostgreSQL walks the runs newest first testing each
+    against it (it expects the page's 50 to come soon), which reads every run when only
+    one matches. Past MATCHES_LISTED, that walk is what finds the page's 50 soonest."""
     how = "exact" if exact else "startswith"
     calls = Q(**{f"tool_call_id__{how}": q}) | Q(call_id=q)
     if run_search.KEY_RE.match(q):  # 64 hex characters: a key, only ever looked up whole
         calls |= Q(key=q)
-    by_run_id = Run.objects.filter(**{f"run_id__{how}": q}).values("pk")
-    by_trace_id = Run.objects.filter(**{f"trace_id__{how}": q}).values("pk")
-    by_call = ToolCall.objects.alias(key=run_search.KEY_EXPR).filter(calls).values("run_id")
-    return Q(pk__in=by_run_id.union(by_trace_id, by_call))
+    by_run_id = Run.objects.filter(**{f"run_id__{how}": q}).values_list("pk", flat=True)
+    by_trace_id = Run.objects.filter(**{f"trace_id__{how}": q}).values_list("pk", flat=True)
+    by_call = (
+        ToolCall.objects.alias(key=run_search.KEY_EXPR)
+        .filter(calls)
+        .values_list("run_id", flat=True)
+    )
+    found = by_run_id.union(by_trace_id, by_call)
+    listed = list(found[: MATCHES_LISTED + 1])
+    return Q(pk__in=listed) if len(listed) <= MATCHES_LISTED else Q(pk__in=found)
 
 
 @require_GET
