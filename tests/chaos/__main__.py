@@ -9,7 +9,6 @@ import json
 import logging
 import queue
 import random
-import re
 import signal
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.chaos import quiesce
+from tests.chaos import quiesce, runner
 from tests.chaos.checker import check_each
 from tests.chaos.faults import Player, schedule
 from tests.chaos.history import History
@@ -40,19 +39,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--no-crash-points", action="store_true",
         help="start no process with TOOLOPS_CRASH_AT (named crash points)",
     )  # fmt: skip
-    parser.add_argument("--workdir", type=Path, default=None, help="logs and history here")
-    parser.add_argument(
-        "--database", default=DB_NAME, help=f"the database to create afresh ({DB_NAME})"
-    )
-    parser.add_argument("--json", type=Path, default=None, help="write the summary here too")
-    args = parser.parse_args(argv)
-    if args.seconds < 10:
-        parser.error(f"--seconds must be at least 10, got {args.seconds:g}")
-    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
-        parser.error(f"--database must be a plain lower-case name, got {args.database!r}")
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(1, 10**6)
-    return args
+    runner.add_run_arguments(parser, DB_NAME)
+    return runner.checked(parser, parser.parse_args(argv))
 
 
 def say(text: str) -> None:
@@ -104,12 +92,7 @@ def run(args: argparse.Namespace, stack: Stack, history: History) -> dict[str, A
     say("workload stops; faults heal")
     player.heal_all()
     stop.set()
-    for client in (*agents, reviewer):
-        client.give_up_at = time.monotonic() + RETRY_AFTER_END_S
-    for t in threads:
-        t.join(RETRY_AFTER_END_S + 150)
-    agents_done.set()
-    review.join(RETRY_AFTER_END_S + 30)
+    runner.wind_down((*agents, reviewer), threads, review, agents_done, RETRY_AFTER_END_S)
     say("clients done; waiting for the stack to go quiet")
     quiet = quiesce.wait(timeout=180)
     from tests.chaos.gather import gather

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.chaos import quiesce
+from tests.chaos import quiesce, runner
 from tests.chaos.checker import check_each
 from tests.chaos.history import FAIL, INFO, INVOKE, History
 from tests.chaos.stack import REVIEWER, wait_for
@@ -178,12 +178,7 @@ def run(cluster: Cluster, history: History) -> dict[str, Any]:
         kill_and_rejoin(cluster, history, result)
     finally:
         stop.set()
-        for client in (*agents, reviewer):
-            client.give_up_at = time.monotonic() + RETRY_AFTER_END_S
-        for t in threads:
-            t.join(RETRY_AFTER_END_S + 150)
-        agents_done.set()
-        review.join(RETRY_AFTER_END_S + 30)
+        runner.wind_down((*agents, reviewer), threads, review, agents_done, RETRY_AFTER_END_S)
     say("clients done; waiting for the stack to go quiet")
     result["quiet"] = quiesce.wait(timeout=120)
     from tests.chaos.gather import gather

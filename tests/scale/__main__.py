@@ -14,7 +14,6 @@ import logging
 import os
 import queue
 import random
-import re
 import signal
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from tests.chaos import quiesce
+from tests.chaos import quiesce, runner
 from tests.chaos.checker import check_each
 from tests.chaos.history import History
 from tests.chaos.stack import REVIEWER
@@ -45,19 +44,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tests.scale", description=__doc__)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the load")
     parser.add_argument("--seed", type=int, default=None, help="the clients' seed")
-    parser.add_argument("--workdir", type=Path, default=None, help="logs and history here")
-    parser.add_argument(
-        "--database", default=DB_NAME, help=f"the database to create afresh ({DB_NAME})"
-    )
-    parser.add_argument("--json", type=Path, default=None, help="write the summary here too")
-    args = parser.parse_args(argv)
-    if args.seconds < 10:
-        parser.error(f"--seconds must be at least 10, got {args.seconds:g}")
-    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
-        parser.error(f"--database must be a plain lower-case name, got {args.database!r}")
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(1, 10**6)
-    return args
+    runner.add_run_arguments(parser, DB_NAME)
+    return runner.checked(parser, parser.parse_args(argv))
 
 
 def say(text: str) -> None:
@@ -116,14 +104,9 @@ def load(args: argparse.Namespace, stack: ScaleStack, history: History) -> dict[
     ended = time.monotonic()
     say("load stops; clients finish what they started")
     stop.set()
-    for client in (*workers, who["reviewer"]):
-        client.give_up_at = time.monotonic() + RETRY_AFTER_END_S
     pids = {name: p.proc.pid if p.proc else None for name, p in stack.procs.items()}
     memory = figures.memory({**pids, "runner (and the shop)": os.getpid()}, alone=os.getpid())
-    for t in threads:
-        t.join(RETRY_AFTER_END_S + 150)
-    agents_done.set()
-    review.join(RETRY_AFTER_END_S + 30)
+    runner.wind_down((*workers, who["reviewer"]), threads, review, agents_done, RETRY_AFTER_END_S)
     shop_fault(stack)
     assert stack.balancer is not None
     calls = figures.answered_calls(history, started, ended)

@@ -1,0 +1,49 @@
+"""What the runners of a whole stack share (`python -m tests.chaos`, `python -m
+tests.scale`, tests/cluster/killnode.py): their common arguments, checked, and the end of
+a load — the clients told to stop, their retries of what is still indeterminate given
+`retry_s` more, and every client thread waited for."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, db_name: str) -> None:
+    parser.add_argument("--workdir", type=Path, default=None, help="logs and history here")
+    parser.add_argument(
+        "--database", default=db_name, help=f"the database to create afresh ({db_name})"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write the summary here too")
+
+
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with a seed drawn when none was given; a bad length or database name is
+    refused by the parser, naming it."""
+    if args.seconds < 10:
+        parser.error(f"--seconds must be at least 10, got {args.seconds:g}")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
+        parser.error(f"--database must be a plain lower-case name, got {args.database!r}")
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 10**6)
+    return args
+
+
+def wind_down(
+    clients: Iterable[Any], threads: Iterable[threading.Thread], review: threading.Thread,
+    agents_done: threading.Event, retry_s: float,
+) -> None:  # fmt: skip
+    """After the load's stop event is set: each client retries what is still
+    indeterminate for `retry_s` more, then the agents' threads and the reviewer's end."""
+    for client in clients:
+        client.give_up_at = time.monotonic() + retry_s
+    for t in threads:
+        t.join(retry_s + 150)
+    agents_done.set()
+    review.join(retry_s + 30)
