@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import queue
 import random
-import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -146,20 +143,10 @@ def report(result: dict[str, Any], workdir: Path) -> None:
     print(f"replay: make chaos SECONDS={result['seconds']:g} SEED={result['seed']}")
 
 
-def interrupted(signum: int, frame: Any) -> None:
-    """SIGTERM as Ctrl-C: unwind to the clean-up of every process started."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="toolops-chaos-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = runner.begin(args, "chaos")
     say(f"seed {args.seed}, {args.seconds:g} s; logs in {workdir}")
-    # Both, explicitly: a runner started in the background inherits SIGINT ignored.
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGINT, interrupted)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     crash = not (args.no_faults or args.no_crash_points)
     stack = Stack(workdir, seed=args.seed, db_name=args.database, crash_points=crash)
     history = History()

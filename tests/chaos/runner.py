@@ -6,8 +6,14 @@ a load — the clients told to stop, their retries of what is still indeterminat
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import random
 import re
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -47,3 +53,32 @@ def wind_down(
         t.join(retry_s + 150)
     agents_done.set()
     review.join(retry_s + 30)
+
+
+def interrupted(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: unwind to the clean-up of every process started."""
+    raise KeyboardInterrupt
+
+
+def begin(args: argparse.Namespace, name: str) -> Path:
+    """The run's directory (made, under /tmp unless --workdir), with SIGTERM and SIGINT
+    unwinding to the clean-up and httpx's request log quiet."""
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"toolops-{name}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    # Both, explicitly: a runner started in the background inherits SIGINT ignored.
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return workdir
+
+
+def run_module(module: str, *args: str, timeout: float = 900) -> tuple[int, str]:
+    """`python -m module args…` from the project's root, outside pytest's Django (for the
+    tests that run a whole runner): its exit status and the tail of its output."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SETTINGS")}
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=root, env={**env, "PYTHONPATH": str(root)},
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return done.returncode, done.stdout[-6000:] + done.stderr[-6000:]

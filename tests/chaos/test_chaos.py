@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.chaos.stack import ROOT
+from tests.chaos.runner import run_module
 
 SEED = 7  # its 45 s schedule: nine faults of eight kinds (python -m tests.chaos prints them)
 SECONDS = 45
@@ -26,16 +24,12 @@ def chaos_database() -> str:
 
 def test_a_chaos_run_holds_every_invariant(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SETTINGS")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.chaos", "--seconds", str(SECONDS), "--seed", str(SEED),
-         "--database", chaos_database(), "--workdir", str(tmp_path / "run"),
-         "--json", str(summary)],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=900,
+    code, output = run_module(
+        "tests.chaos", "--seconds", str(SECONDS), "--seed", str(SEED),
+        "--database", chaos_database(), "--workdir", str(tmp_path / "run"),
+        "--json", str(summary),
     )  # fmt: skip
-    output = done.stdout[-6000:] + done.stderr[-4000:]
-    assert done.returncode == 0, output
+    assert code == 0, output
     result = json.loads(summary.read_text())
     assert result["violation"] is None, output
     assert result["quiet"], output

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import queue
 import random
 import socket
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -197,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, required=True, help="write the result here")
     parser.add_argument("--claim-sweep-s", default=CLAIM_SWEEP_S, help="TOOLOPS_CLAIM_SWEEP_S")
     args = parser.parse_args(argv)
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="toolops-killnode-"))
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    workdir = runner.begin(args, "killnode")  # Ctrl-C, SIGTERM: every process stopped
     cluster = Cluster(
         workdir, db_name=args.database, webs=3, workers=2,
         env={"TOOLOPS_CLAIM_SWEEP_S": args.claim_sweep_s},

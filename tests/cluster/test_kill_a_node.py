@@ -8,27 +8,20 @@ finds no call lost or doubled. The scenario runs in a process of its own
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.chaos.stack import ROOT
+from tests.chaos.runner import run_module
 from tests.cluster.killnode import KILLED_WEB
 from tests.cluster.topology import database_name
 
 
 def test_a_killed_web_process_and_worker_lose_no_call(tmp_path: Path) -> None:
     found = tmp_path / "result.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SETTINGS")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.cluster.killnode", "--database", database_name("killnode"),
-         "--workdir", str(tmp_path / "run"), "--json", str(found)],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=600,
+    code, output = run_module(
+        "tests.cluster.killnode", "--database", database_name("killnode"),
+        "--workdir", str(tmp_path / "run"), "--json", str(found), timeout=600,
     )  # fmt: skip
-    output = done.stdout[-4000:] + done.stderr[-6000:]
-    assert done.returncode == 0, output
+    assert code == 0, output
     result = json.loads(found.read_text())
 
     # The balancer saw the dead process DOWN, the others UP, and sent it nothing more:

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import queue
 import random
-import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -188,18 +185,10 @@ def report(result: dict[str, Any], workdir: Path) -> None:
     print(f"logs and history: {workdir}")
 
 
-def interrupted(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="toolops-scale-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = runner.begin(args, "scale")
     say(f"seed {args.seed}, {args.seconds:g} s; logs in {workdir}")
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGINT, interrupted)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     stack, history = ScaleStack(workdir, seed=args.seed, db_name=args.database), History()
     try:
         stack.start()

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.chaos.stack import ROOT
+from tests.chaos.runner import run_module
 
 SECONDS = 30
 
@@ -26,16 +24,11 @@ def test_a_scale_run_spreads_over_three_web_processes_and_holds_every_invariant(
     tmp_path: Path,
 ) -> None:
     summary = tmp_path / "summary.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SETTINGS")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.scale", "--seconds", str(SECONDS), "--seed", "3",
-         "--database", scale_database(), "--workdir", str(tmp_path / "run"),
-         "--json", str(summary)],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=900,
+    code, output = run_module(
+        "tests.scale", "--seconds", str(SECONDS), "--seed", "3", "--database", scale_database(),
+        "--workdir", str(tmp_path / "run"), "--json", str(summary),
     )  # fmt: skip
-    output = done.stdout[-6000:] + done.stderr[-4000:]
-    assert done.returncode == 0, output
+    assert code == 0, output
     result = json.loads(summary.read_text())
     assert result["violations"] == [], output
     # Through the balancer, to all three web processes, every one of them up.
