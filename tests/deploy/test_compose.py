@@ -183,6 +183,11 @@ def connection_problems(compose: dict[str, Any], ini: configparser.SectionProxy)
             through += pool_max
             if env.get("TOOLOPS_DB_PREPARED") != "0":
                 problems.append(f"{name}: through pgbouncer 1.18 needs TOOLOPS_DB_PREPARED=0")
+            if env.get("TOOLOPS_DB_TRANSACTION_POOLING") != "1":
+                problems.append(
+                    f"{name}: through pgbouncer in transaction mode needs "
+                    "TOOLOPS_DB_TRANSACTION_POOLING=1"
+                )
         else:
             direct += pool_max
     if through > int(ini["max_client_conn"]):
