@@ -148,8 +148,10 @@ def make_busy_runs(agent: Agent, count: int, calls_each: int) -> None:
 
 
 # session, user, the user's groups, the nav's three counts, agents for the filter, the
-# runs matching the filter (their ids), count, the page, its calls, its compensations.
-RUNS_LIST_QUERIES = 12
+# runs matching the filter (their ids), count, the page, its calls, its compensations; and
+# the view's own transaction planning for values (@custom_plans: a savepoint here, the
+# SET LOCAL, its release).
+RUNS_LIST_QUERIES = 15
 
 
 @pytest.mark.parametrize(("runs_count", "calls_each"), [(1, 1), (20, 3)])

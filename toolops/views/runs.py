@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from compensations.models import Compensation
 from toolops import services
+from toolops.dbconn import custom_plans
 from toolops.forms import AbortRunForm, RunFilterForm
 from toolops.idle import idle_text
 from toolops.models import Run, ToolCall
@@ -61,6 +62,7 @@ def _run_search(q: str, *, exact: bool = False) -> Q:
 
 @require_GET
 @console_required
+@custom_plans
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     filters = form.filters()
@@ -147,6 +149,7 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @console_required
+@custom_plans
 def search(request: HtmxHttpRequest) -> HttpResponse:
     """`/console/search/?q=` (API.md): runs found by an exact id, by a business key or an
     e-mail (by HMAC, traces/search.py), or by a part of a run id (traces/console/search.py).
