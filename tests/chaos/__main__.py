@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, stack: Stack, history: History) -> dict[str, A
     for t in (*threads, review):
         t.start()
     player.thread.start()
-    time.sleep(args.seconds)  # the workload's length, not a wait on a condition
+    runner.load_for(args.seconds, threads)
     say("workload stops; faults heal")
     player.heal_all()
     stop.set()

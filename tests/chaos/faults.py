@@ -116,7 +116,7 @@ class Player:
                 self.active.remove((due, fault))
                 self.heal(fault)
             self.watch()
-            time.sleep(0.1)  # the schedule's tick
+            self.stop.wait(0.1)  # the schedule's tick; ends at once when stopped
         for _, fault in list(self.active):
             self.heal(fault)
 

@@ -41,6 +41,14 @@ def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
     return args
 
 
+def load_for(seconds: float, threads: Iterable[threading.Thread]) -> None:
+    """The load's length: `seconds`, or less once every client thread has ended (they end
+    early only when the run broke)."""
+    deadline = time.monotonic() + seconds
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+
+
 def wind_down(
     clients: Iterable[Any], threads: Iterable[threading.Thread], review: threading.Thread,
     agents_done: threading.Event, retry_s: float,

@@ -97,7 +97,7 @@ def load(args: argparse.Namespace, stack: ScaleStack, history: History) -> dict[
     started = time.monotonic()
     for t in (*threads, review):
         t.start()
-    time.sleep(args.seconds)  # the load's length, not a wait on a condition
+    runner.load_for(args.seconds, threads)
     ended = time.monotonic()
     say("load stops; clients finish what they started")
     stop.set()

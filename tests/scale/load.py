@@ -139,7 +139,7 @@ class McpClient(Client):
                 kind, result = self.rpc("mcp-call", f"{run_id}/mcp-{step}", "tools/call", params)
                 if kind == OK:
                     return result
-            time.sleep(pause)
+            time.sleep(pause)  # the client's backoff between tries, up to give_up_at
             pause = min(pause * 2, 1.0)
         return None
 

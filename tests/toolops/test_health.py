@@ -109,41 +109,34 @@ def test_readyz_names_the_database_when_it_does_not_answer_and_heals(
 
 
 @needs_redis_server
-def test_readyz_names_the_broker_when_its_redis_is_down(toolops_server: Any, shop: Shop) -> None:
-    broker = RedisServer()
-    broker.start()
+@pytest.mark.parametrize(
+    ("down", "setting", "other", "other_says"),
+    [
+        ("broker", "CELERY_BROKER_URL", "redis", "not set"),
+        ("redis", "REDIS_URL", "broker", "ok (embedded)"),
+    ],
+)
+def test_readyz_names_the_redis_that_is_down_and_recovers_with_it(
+    toolops_server: Any, shop: Shop, down: str, setting: str, other: str, other_says: str
+) -> None:
+    redis = RedisServer()
+    redis.start()
     try:
-        server = toolops_server(CELERY_BROKER_URL=broker.url(), REDIS_URL="")
+        # The one Redis under test; the other part unset (REDIS_URL) or embedded (broker).
+        server = toolops_server(**{"CELERY_BROKER_URL": "", "REDIS_URL": "", setting: redis.url()})
         assert readyz(server.url).status_code == 200
-        broker.kill()
+        redis.kill()
         checks = wait_until(
-            lambda: not_ready_on(server.url, "broker"), 30, every=0.5,
-            failure="/readyz never named the broker",
+            lambda: not_ready_on(server.url, down), 30, every=0.5,
+            failure=f"/readyz never named the {down}",
         )  # fmt: skip
-        assert checks["broker"] == "unreachable (ConnectionError)"
-        assert checks["database"] == "ok" and checks["redis"] == "not set"
-        broker.start()  # the same port, empty
+        assert checks[down] == "unreachable (ConnectionError)"
+        assert checks["database"] == "ok" and checks[other] == other_says
+        redis.start()  # the same port, empty
         wait_until(lambda: readyz(server.url).status_code == 200, 30, every=0.5,
-                   failure="/readyz did not recover with the broker")  # fmt: skip
+                   failure=f"/readyz did not recover with the {down}")  # fmt: skip
     finally:
-        broker.kill()
-
-
-@needs_redis_server
-def test_readyz_names_redis_when_the_channel_layer_is_down(toolops_server: Any, shop: Shop) -> None:
-    layer = RedisServer()
-    layer.start()
-    try:
-        server = toolops_server(CELERY_BROKER_URL="", REDIS_URL=layer.url())
-        assert readyz(server.url).status_code == 200
-        layer.kill()
-        checks = wait_until(
-            lambda: not_ready_on(server.url, "redis"), 30, every=0.5,
-            failure="/readyz never named redis",
-        )  # fmt: skip
-        assert checks["redis"] == "unreachable (ConnectionError)"
-    finally:
-        layer.kill()
+        redis.kill()
 
 
 def test_readyz_names_an_unapplied_migration_until_it_is_applied(

@@ -147,7 +147,7 @@ def test_a_session_busy_on_one_process_is_not_ended_idle_by_the_other(
     busy_until = time.monotonic() + 2 * IDLE_S
     while time.monotonic() < busy_until:
         assert status(rpc(b, token, sid, "tools/list")) == 200
-        time.sleep(0.5)
+        time.sleep(0.5)  # the client's pace: a request well within every idle time
     assert Run.objects.get(pk=run.pk).status == "running"
     assert status(rpc(a, token, sid, "tools/list")) == 200
 
