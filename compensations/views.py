@@ -97,7 +97,7 @@ def ticket_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(
             request, "compensations/ticket.html#ticket-live", _live(**_ticket_context(ticket))
         )
-    followed = links.opened(request.GET.get(links.PARAM, ""), request.user)
+    followed = links.opened(request.GET.get(links.PARAM, ""), request.user, page=request.path_info)
     if followed:
         messages.info(request, followed)
     return _ticket_page(request, ticket)

@@ -45,7 +45,7 @@ from prometheus_client.core import (
 
 from compensations.models import Ticket
 from toolops.breaker_state import breaker_states
-from toolops.models import Approval, Attempt, ToolCall
+from toolops.models import Approval, Attempt, NotificationDelivery, ToolCall
 
 from .labels import UNKNOWN, catalog_tools, in_catalog, tool_label_sql
 from .models import ReplayCount
@@ -128,7 +128,7 @@ def _buckets(
 
 
 class ToolOpsCollector:
-    """Every ToolOps metric, read from the tables on each scrape (7 queries)."""
+    """Every ToolOps metric, read from the tables on each scrape (8 queries)."""
 
     def collect(self) -> Iterator[Metric]:
         tools = catalog_tools()
@@ -143,6 +143,7 @@ class ToolOpsCollector:
             value=Ticket.objects.open().count(),
         )
         yield from self._approvals()
+        yield self._notifications_failed()
 
     def _calls(self, tools: list[str]) -> Iterator[Metric]:
         duration = ExpressionWrapper(F("finished_at") - LATENCY_START, output_field=DurationField())
@@ -279,6 +280,27 @@ class ToolOpsCollector:
         buckets = _buckets(row, APPROVAL_WAIT_BUCKETS, row["decided"])
         waits.add_metric([], buckets, sum_value=_seconds(row["seconds"]))
         yield waits
+
+    def _notifications_failed(self) -> Metric:
+        # Failed rows only (the outbox's Send again empties them): the (status, …) index
+        # reads them without the sent ones, which nothing purges.
+        failed = NotificationDelivery.Status.FAILED
+        rows = (
+            NotificationDelivery.objects.filter(status=failed)
+            .order_by()
+            .values_list("channel")
+            .annotate(n=Count("pk"))
+        )
+        counts = dict.fromkeys(NotificationDelivery.Channel.values, 0) | dict(rows)
+        family = GaugeMetricFamily(
+            "toolops_notifications_failed",
+            "Notification deliveries given up (tries used up, or a message that cannot be "
+            "written), waiting for an operator's Send again.",
+            labels=["channel"],
+        )
+        for channel, n in sorted(counts.items()):
+            family.add_metric([channel], n)
+        return family
 
 
 REGISTRY = CollectorRegistry()

@@ -213,7 +213,7 @@ def approval_detail(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
     ctx = _live(**_status_context(request, approval))
     if is_refresh(request):
         return render(request, "approvals/approval.html#approval-live", ctx)
-    followed = links.opened(request.GET.get(links.PARAM, ""), request.user)
+    followed = links.opened(request.GET.get(links.PARAM, ""), request.user, page=request.path_info)
     if followed:
         messages.info(request, followed)
     specs = catalog()

@@ -1,6 +1,11 @@
 """The e-mail channel: one plain-text message to one person through Django's mail
 settings (EMAIL_BACKEND, EMAIL_HOST, …, DEFAULT_FROM_EMAIL), listing every event folded
-into it. A failure comes back as a sentence for the outbox page, never a traceback."""
+into it. A failure to deliver comes back as SendFailed, a sentence for the outbox page,
+never a traceback.
+
+Every value written here passes through toolops/notify/clean.py: the subject as a header
+value, each line of the body as one line. An arg with a line break can neither break the
+header (Django would refuse the whole message) nor start a body line of its own."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.core.mail import EmailMessage
 
+from toolops.notify.clean import header_value, one_line
 from toolops.notify.models import NotificationEvent
 
 
@@ -19,17 +25,17 @@ class SendFailed(Exception):
 
 def subject(events: Sequence[NotificationEvent]) -> str:
     if len(events) == 1:
-        return f"[ToolOps] {events[0].subject}"
-    return f"[ToolOps] {len(events)} things need you: {events[0].subject}"
+        return header_value(f"[ToolOps] {events[0].subject}")
+    return header_value(f"[ToolOps] {len(events)} things need you: {events[0].subject}")
 
 
 def body(events: Sequence[NotificationEvent], links: dict[int, str] | None = None) -> str:
     """`links`: each event's link as this person gets it (signed), by the event's pk."""
     parts = []
     for event in events:
-        lines = [event.subject, "", event.text, ""]
-        lines += [f"{label}: {value}" for label, value in event.fields]
-        lines += ["", f"Open it: {(links or {}).get(event.pk, event.link)}"]
+        lines = [one_line(event.subject), "", one_line(event.text), ""]
+        lines += [f"{one_line(label)}: {one_line(value)}" for label, value in event.fields]
+        lines += ["", f"Open it: {one_line((links or {}).get(event.pk, event.link))}"]
         parts.append("\n".join(lines))
     footer = (
         "\n\n-- \nYou get this because of your group in ToolOps. Choose what reaches you: "

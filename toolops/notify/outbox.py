@@ -16,12 +16,14 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.core.mail import BadHeaderError
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from toolops.notify import content, email, recipients, webhook
+from toolops.notify.clean import header_value, one_line
 from toolops.notify.email import SendFailed
 from toolops.notify.links import signed
 from toolops.notify.models import NotificationDelivery, NotificationEvent
@@ -33,6 +35,10 @@ Status = NotificationDelivery.Status
 Channel = NotificationDelivery.Channel
 # Deliveries one message lists at most; more wait for the next.
 FOLD_MAX = 20
+UNWRITTEN_EVENT = (
+    "ToolOps could not write this message from what it is about, so nothing was sent "
+    "(the worker's log has the error)."
+)
 
 
 def wake(channel: str, target: str, *, after_s: float) -> None:
@@ -64,12 +70,19 @@ def _fan_out(event: NotificationEvent) -> list[tuple[str, str]]:
     try:
         message = content.build(event)
     except content.Moot as moot:
-        event.note = str(moot)[:300]
-        event.save(update_fields=["fanned_out_at", "note"])
-        log.info("notify: %s not sent: %s", event.key, event.note)
-        return []
-    event.subject, event.text = message.subject[:300], message.text
-    event.link, event.fields = message.link[:500], [list(p) for p in message.fields]
+        return _nothing_sent(event, str(moot))
+    except DatabaseError:
+        raise  # the database's trouble, not the event's: the sweep tries it again
+    except Exception:
+        # A state the message cannot be written from. Said once, and the event is done
+        # with: raised, it would roll back and fail again on every sweep, and stop the
+        # sweep's pass at this event each time.
+        log.exception("notify: %s could not be written", event.key)
+        return _nothing_sent(event, UNWRITTEN_EVENT)
+    # Stored clean: the outbox page, every channel and every later send read these.
+    event.subject, event.text = header_value(message.subject, 300), one_line(message.text)
+    event.link = message.link[:500]
+    event.fields = [[one_line(label), one_line(value)] for label, value in message.fields]
     targets = [(Channel.EMAIL, address, user) for user, address in
                recipients.email_recipients(event.kind)]  # fmt: skip
     group = recipients.webhook_for(event.kind)
@@ -90,6 +103,13 @@ def _fan_out(event: NotificationEvent) -> list[tuple[str, str]]:
     return [(c, t) for c, t, _ in targets]
 
 
+def _nothing_sent(event: NotificationEvent, why: str) -> list[tuple[str, str]]:
+    event.note = why[:300]
+    event.save(update_fields=["fanned_out_at", "note"])
+    log.info("notify: %s not sent: %s", event.key, event.note)
+    return []
+
+
 def delivery_retry(*, delivery_pk: int) -> bool:
     """An operator sends a failed delivery again (after fixing a webhook or an address):
     due at once, with its tries counted afresh. False when it had not failed (nothing
@@ -107,29 +127,111 @@ def delivery_retry(*, delivery_pk: int) -> bool:
 
 def deliveries_send(*, channel: str, target: str) -> int:
     """Send `target`'s due deliveries on `channel` as one message. Returns how many went
-    out (0 when another worker took them, or none is due)."""
+    out (0 when another worker took them, or none is due).
+
+    A failure to deliver (SendFailed: the mail server, the webhook) fails the message: each
+    of its deliveries is tried again after its backoff. Any other error came from what the
+    message says, which one event's values may have caused: its deliveries are sent one by
+    one, so that the others arrive, and one that fails alone is `failed` at once (written
+    again, it would fail the same way)."""
     message_id = secrets.token_hex(8)
     claimed = _claim(channel, target, message_id)
     if not claimed:
         return 0
-    events = [d.event for d in claimed]
     try:
-        if channel == Channel.EMAIL:
-            links = {d.event_id: signed(d.event.link, d.pk) for d in claimed if d.event.link}
-            email.send(address=target, events=events, links=links)
-        else:
-            webhook.send(group=target, events=events, message_id=message_id)
+        _send(channel, target, claimed, message_id)
     except SendFailed as failure:
         _failed(claimed, str(failure))
         return 0
-    Delivery.objects.filter(batch=message_id, status=Status.SENDING).update(
-        status=Status.SENT, sent_at=timezone.now(), lease_until=None, last_error=""
+    except Exception as error:
+        if len(claimed) == 1:
+            _unwritable(claimed[0], error)
+            return 0
+        log.warning(
+            "notify: the message to %s:%s could not be written (%s): sending its %d events "
+            "one by one",
+            channel,
+            target,
+            type(error).__name__,
+            len(claimed),
+        )
+        return _send_one_by_one(channel, target, claimed)
+    _sent(claimed, message_id)
+    return len(claimed)
+
+
+def _send(
+    channel: str, target: str, deliveries: Sequence[NotificationDelivery], message_id: str
+) -> None:
+    events = [d.event for d in deliveries]
+    if channel == Channel.EMAIL:
+        links = {d.event_id: signed(d.event.link, d.pk) for d in deliveries if d.event.link}
+        email.send(address=target, events=events, links=links)
+    else:
+        webhook.send(group=target, events=events, message_id=message_id)
+
+
+def _send_one_by_one(channel: str, target: str, claimed: Sequence[NotificationDelivery]) -> int:
+    sent = 0
+    for n, delivery in enumerate(claimed):
+        message_id = secrets.token_hex(8)
+        try:
+            _send(channel, target, [delivery], message_id)
+        except SendFailed as failure:
+            # The way out failed meanwhile: this one and the rest are tried again later.
+            _failed(claimed[n:], str(failure))
+            break
+        except Exception as error:
+            _unwritable(delivery, error)
+            continue
+        _sent([delivery], message_id)
+        sent += 1
+    return sent
+
+
+def _sent(deliveries: Sequence[NotificationDelivery], message_id: str) -> None:
+    # Still ours: the claim's stamp (a row whose lease ran out may be another's now).
+    Delivery.objects.filter(
+        pk__in=[d.pk for d in deliveries], batch=deliveries[0].batch, status=Status.SENDING
+    ).update(
+        status=Status.SENT,
+        batch=message_id,
+        sent_at=timezone.now(),
+        lease_until=None,
+        last_error="",
     )
+    keys = ", ".join(d.event.key for d in deliveries)
+    first = deliveries[0]
     log.info(
         "notify: sent %s to %s:%s in one message (%s)",
-        ", ".join(e.key for e in events), channel, target, message_id,
-    )  # fmt: skip
-    return len(claimed)
+        keys,
+        first.channel,
+        first.target,
+        message_id,
+    )
+
+
+def unwritable_reason(error: Exception) -> str:
+    """The outbox's sentence for a message that failed because of what it says."""
+    if isinstance(error, BadHeaderError):
+        what = "a value in it cannot go in a mail header"
+    elif isinstance(error, UnicodeError):
+        what = "a value in it is not text that can be encoded"
+    else:
+        what = "its content could not be written out"
+    return (
+        f"Not sent: {what}. Sent on its own it failed the same way, so it is not tried "
+        "again (the worker's log has the details)."
+    )
+
+
+def _unwritable(delivery: NotificationDelivery, error: Exception) -> None:
+    why = unwritable_reason(error)
+    where = f"{delivery.channel}:{delivery.target}"
+    log.warning("notify: gave up on %s to %s: %s", delivery.event.key, where, why, exc_info=error)
+    Delivery.objects.filter(pk=delivery.pk, batch=delivery.batch, status=Status.SENDING).update(
+        status=Status.FAILED, last_error=why, lease_until=None
+    )
 
 
 def _claim(channel: str, target: str, message_id: str) -> Sequence[NotificationDelivery]:

@@ -10,6 +10,7 @@ TOOLOPS_NOTIFY_TICKET_UNASSIGNED_S, told once per ticket."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -23,8 +24,13 @@ from toolops.notify.models import NotificationDelivery, NotificationEvent
 from toolops.notify.outbox import event_fan_out, wake
 
 EXPIRING_MAX = timedelta(minutes=5)
+SENDER_DIED = "The worker sending it stopped before it finished; it is sent again."
+SENDER_DIED_LAST = (
+    "The worker sending it stopped before it finished, on its last try too: not sent."
+)
 Status = NotificationDelivery.Status
 BATCH = 200
+log = logging.getLogger("toolops.notify")
 
 
 def sweep() -> int:
@@ -35,11 +41,7 @@ def sweep() -> int:
     lost = NotificationEvent.objects.filter(fanned_out_at__isnull=True, created_at__lt=now - grace)
     for pk in lost.order_by("created_at").values_list("pk", flat=True)[:BATCH]:
         started += bool(event_fan_out(event_pk=pk))
-    # A sender that died mid-send: its deliveries are due again (sent at most twice, never
-    # lost: a message that went out before the death is sent once more).
-    NotificationDelivery.objects.filter(status=Status.SENDING, lease_until__lt=Now()).update(
-        status=Status.PENDING, next_attempt_at=now, lease_until=None
-    )
+    senders_died(now=now)
     overdue = (
         NotificationDelivery.objects.filter(status=Status.PENDING, next_attempt_at__lt=now - grace)
         .values_list("channel", "target")
@@ -49,6 +51,25 @@ def sweep() -> int:
         wake(channel, target, after_s=0)
         started += 1
     return started
+
+
+def senders_died(*, now: datetime) -> int:
+    """Deliveries whose sender died mid-send (a `sending` row past its lease). Each claim
+    counted a try: one with tries left is due again (sent at most twice, never lost: a
+    message that went out before the death is sent once more); one on its last try is
+    `failed`, so that a message that kills its worker every time ends instead of being
+    taken up forever. Both say so in the outbox. Returns how many were failed."""
+    dead = NotificationDelivery.objects.filter(status=Status.SENDING, lease_until__lt=Now())
+    limit = settings.TOOLOPS_NOTIFY_MAX_ATTEMPTS
+    failed = dead.filter(attempts__gte=limit).update(
+        status=Status.FAILED, lease_until=None, last_error=SENDER_DIED_LAST
+    )
+    dead.update(
+        status=Status.PENDING, next_attempt_at=now, lease_until=None, last_error=SENDER_DIED
+    )
+    if failed:
+        log.info("notify: gave up on %d deliveries whose sender died on their last try", failed)
+    return failed
 
 
 def approvals_expiring(*, now: datetime) -> int:

@@ -1,6 +1,8 @@
 """The webhook channel: one JSON POST per group, in the shape chat tools accept (Slack
 and Mattermost incoming webhooks read `text` and `attachments[].fields`), with the
-events also as plain data under `events` for anything else.
+events also as plain data under `events` for anything else. Values in the chat part are
+escaped for both receivers' markup (toolops/notify/clean.py): an arg cannot ping the
+channel or dress a link as ours.
 
 Signed: `X-ToolOps-Timestamp` (Unix seconds) and `X-ToolOps-Signature: sha256=<hex>`,
 the HMAC-SHA256 of "<timestamp>.<raw body>" under the group's secret; a receiver that
@@ -19,6 +21,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from toolops.notify.clean import chat
 from toolops.notify.email import SendFailed
 from toolops.notify.models import NotificationEvent
 
@@ -26,19 +29,25 @@ TIMEOUT_S = 5.0
 
 
 def payload(events: Sequence[NotificationEvent]) -> dict[str, Any]:
+    """The chat message (`text`, `attachments`) with every value the events carry made
+    inert for Slack and Mattermost (clean.chat); our own link (`title_link`, and the
+    bare link after each subject) is written as it is. `events` is the same as plain
+    data, raw: a receiver that renders it escapes it for its own format."""
     # Plain text with bare links: Slack and Mattermost both link them (their link
     # syntaxes differ: Slack's <url|text>, Mattermost's Markdown).
-    lines = [f"{e.subject} {e.link}" for e in events]
+    lines = [f"{chat(e.subject)} {e.link}" for e in events]
     text = lines[0] if len(lines) == 1 else f"{len(lines)} things need you:\n" + "\n".join(lines)
     return {
         "text": text,
         "attachments": [
             {
-                "fallback": event.subject,
-                "title": event.subject,
+                "fallback": chat(event.subject),
+                "title": chat(event.subject),
                 "title_link": event.link,
-                "text": event.text,
-                "fields": [{"title": k, "value": v, "short": True} for k, v in event.fields],
+                "text": chat(event.text),
+                "fields": [
+                    {"title": chat(k), "value": chat(v), "short": True} for k, v in event.fields
+                ],
             }
             for event in events
         ],
