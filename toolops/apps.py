@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.conf import settings
 
-from toolops import crash
+from toolops import crash, jsonbound
 
 # ToolOps' Celery app, made the current one in every Django process, so that the tasks'
 # `.delay` and toolops.queue use its broker (toolops/__init__.py no longer loads it).
@@ -21,5 +21,13 @@ class ToolopsConfig(AppConfig):
         from .accounts import signals  # noqa: F401, PLC0415  (login and lockout receivers)
         from .tools import builtin  # noqa: F401, PLC0415  (registers the Python tools)
 
+        # How wide JSON from outside may be, for every parse that does not say otherwise.
+        jsonbound.configure(
+            jsonbound.Limits(
+                values=settings.TOOLOPS_JSON_MAX_VALUES,
+                keys=settings.TOOLOPS_JSON_MAX_KEYS,
+                items=settings.TOOLOPS_JSON_MAX_ITEMS,
+            )
+        )
         # Fault tests only: TOOLOPS_CRASH_AT, read once by the settings.
         crash.arm(settings.TOOLOPS_CRASH_AT, seed=settings.TOOLOPS_CRASH_SEED)

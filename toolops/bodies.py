@@ -13,8 +13,9 @@ in progress may otherwise hold its connection, and this buffer, for ever."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
+
+from toolops.refusals import send_problem
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -163,18 +164,7 @@ def _replay(body: bytes, receive: Any) -> Any:
     return replay
 
 
-TITLES = {408: "Request Timeout", 413: "Content Too Large"}
-
-
 async def _refuse(send: Any, status: int, detail: str) -> None:
     """A problem body, and the connection closed: the rest of the body is never read, so
     the connection cannot carry another request."""
-    body = json.dumps(
-        {"type": "about:blank", "title": TITLES[status], "status": status, "detail": detail}
-    ).encode()
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"application/problem+json"),
-                    (b"content-length", str(len(body)).encode()), (b"connection", b"close")],
-    })  # fmt: skip
-    await send({"type": "http.response.body", "body": body})
+    await send_problem(send, status, detail, headers=[(b"connection", b"close")])

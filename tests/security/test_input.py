@@ -325,4 +325,5 @@ def test_another_agent_is_answered_while_hostile_input_is_sent(
         stop.set()
         attacker.join(60)
         hostile.close()
-    assert statuses and set(statuses) <= {200, 400}, statuses
+    # 429: the attacker in debt for the work its bodies cost (toolops/api/work.py).
+    assert statuses and set(statuses) <= {200, 400, 429}, statuses

@@ -84,3 +84,77 @@ def test_it_holds_a_tree_parsed_elsewhere_to_the_same_bounds(tree: Any, words: s
 def test_it_takes_a_tree_within_the_bounds() -> None:
     jsonbound.check(json.loads(nested(64)))
     jsonbound.check({"x": [1.5, 10**4299, "s", None, True]})
+
+
+# The widths: values in all, keys in one object, items in one array (docs/security.md).
+NARROW = jsonbound.Limits(values=50, keys=5, items=8)
+
+
+def test_the_widths_default_to_the_deployments_settings(settings: Any) -> None:
+    assert jsonbound.limits() == jsonbound.Limits(
+        values=settings.TOOLOPS_JSON_MAX_VALUES,
+        keys=settings.TOOLOPS_JSON_MAX_KEYS,
+        items=settings.TOOLOPS_JSON_MAX_ITEMS,
+    )
+
+
+def test_it_refuses_an_object_with_more_keys_than_allowed_naming_where() -> None:
+    text = json.dumps({"args": {"cc": {f"k{i}": i for i in range(6)}}})
+    with pytest.raises(JSONBoundError, match=r"more than 5 keys .*\(at args\.cc\)"):
+        jsonbound.loads(text, limits=NARROW)
+    assert jsonbound.loads(json.dumps({"cc": {f"k{i}": i for i in range(5)}}), limits=NARROW)
+
+
+def test_it_refuses_an_array_with_more_items_than_allowed_naming_where() -> None:
+    text = json.dumps({"args": {"lines": [[0] * 9]}})
+    with pytest.raises(JSONBoundError, match=r"more than 8 items .*\(at args\.lines\.0\)"):
+        jsonbound.loads(text, limits=NARROW)
+
+
+def test_it_refuses_more_values_in_all_than_allowed() -> None:
+    text = json.dumps({"a": [[1, 2, 3, 4]] * 8, "b": [[1, 2, 3, 4]] * 8})  # 83 values
+    with pytest.raises(JSONBoundError, match="more than 50 values"):
+        jsonbound.loads(text, limits=NARROW)
+
+
+def test_the_defaults_refuse_the_wide_body_that_cost_half_a_second() -> None:
+    text = json.dumps({"step_index": 0, "tool": "query_stock", "args": {
+        f"k{i}": i for i in range(100_000)
+    }})  # fmt: skip
+    with pytest.raises(JSONBoundError, match="more than 1,000 keys"):
+        jsonbound.loads(text)
+
+
+def test_commas_and_colons_inside_strings_are_not_width() -> None:
+    text = json.dumps({"note": "a, b: [c]" * 1000, "rows": list(range(8))})
+    assert jsonbound.loads(text, limits=NARROW)["rows"] == list(range(8))
+
+
+def test_a_downstream_response_may_be_wider_when_it_opts_out() -> None:
+    text = json.dumps({"rows": [{"id": i} for i in range(100)]})
+    with pytest.raises(JSONBoundError):
+        jsonbound.loads(text, limits=NARROW)
+    assert len(jsonbound.loads(text, limits=None)["rows"]) == 100
+
+
+def test_a_tree_parsed_elsewhere_is_held_to_the_widths_too() -> None:
+    with pytest.raises(JSONBoundError, match=r"arguments: an object with more than 5 keys"):
+        jsonbound.check({str(i): i for i in range(6)}, what="arguments", limits=NARROW)
+    with pytest.raises(JSONBoundError, match="arguments: an array with more than 8 items"):
+        jsonbound.check({"x": list(range(9))}, what="arguments", limits=NARROW)
+    jsonbound.check({"x": list(range(8))}, what="arguments", limits=NARROW)
+
+
+@pytest.mark.parametrize(
+    "text", ["{}", "[]", '"a,b:c"', json.dumps({"a": [1, [2, {"b": 3}]], "c": "d"})]
+)
+def test_the_upper_bound_on_values_is_never_below_the_count(text: str) -> None:
+    def count(value: Any) -> int:
+        if isinstance(value, dict):
+            return 1 + sum(count(v) for v in value.values())
+        if isinstance(value, list):
+            return 1 + sum(count(v) for v in value)
+        return 1
+
+    assert jsonbound.values_at_most(text) >= count(json.loads(text))
+    assert jsonbound.values_at_most(text.encode()) == jsonbound.values_at_most(text)

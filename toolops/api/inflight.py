@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import logging
 import os
 import time
 from typing import Any
 
 from django.conf import settings
+
+from toolops.refusals import send_problem
 
 log = logging.getLogger(__name__)
 
@@ -134,21 +135,9 @@ def slots_from_settings() -> LocalSlots | RedisSlots:
 
 async def refuse(send: Any, limit: int) -> None:
     """429 with Retry-After and a problem body (RFC 9457)."""
-    body = json.dumps({
-        "type": "about:blank",
-        "title": "Too Many Requests",
-        "status": 429,
-        "detail": (
-            f"This agent already has {limit} requests in progress, the most allowed "
-            f"(TOOLOPS_AGENT_MAX_INFLIGHT); retry when one has ended."
-        ),
-    }).encode()  # fmt: skip
-    await send({
-        "type": "http.response.start", "status": 429,
-        "headers": [
-            (b"content-type", b"application/problem+json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(RETRY_AFTER_S).encode()),
-        ],
-    })  # fmt: skip
-    await send({"type": "http.response.body", "body": body})
+    detail = (
+        f"This agent already has {limit} requests in progress, the most allowed "
+        f"(TOOLOPS_AGENT_MAX_INFLIGHT); retry when one has ended."
+    )
+    retry_after = [(b"retry-after", str(RETRY_AFTER_S).encode())]
+    await send_problem(send, 429, detail, headers=retry_after)

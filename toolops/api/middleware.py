@@ -20,7 +20,7 @@ from django.middleware.security import SecurityMiddleware
 from django.test.utils import override_settings
 from django.urls import set_script_prefix
 
-from . import inflight, longpoll
+from . import inflight, longpoll, work
 
 API_MIDDLEWARE = ["toolops.api.middleware.ApiSecurityMiddleware"]
 
@@ -55,8 +55,9 @@ class ApiASGIHandler(ASGIHandler):
     responses are small JSON, never streamed, so nothing is lost by rendering them in the
     thread.
 
-    Fairness (API.md): before any of that, the agent's request takes one of its
-    TOOLOPS_AGENT_MAX_INFLIGHT slots (inflight.py), given back however the request ends;
+    Fairness (API.md): before any of that, an agent in debt for the work its bodies cost
+    is refused (work.py), and its request takes one of its TOOLOPS_AGENT_MAX_INFLIGHT
+    slots (inflight.py), given back however the request ends;
     and a long-poll's wait happens here on the event loop, between short looks in the
     pool (longpoll.py), so that waiting holds no thread other agents need."""
 
@@ -66,6 +67,7 @@ class ApiASGIHandler(ASGIHandler):
             max_workers=settings.TOOLOPS_API_THREADS, thread_name_prefix="toolops-api"
         )
         self.slots = inflight.slots_from_settings()
+        self.work = work.budget()
 
     def load_middleware(self, is_async: bool = False) -> None:
         # Built once, at start-up, with the API's chain in place of the console's; sync,
@@ -77,6 +79,10 @@ class ApiASGIHandler(ASGIHandler):
         key = inflight.agent_key(scope)
         if key is None:  # no bearer token: a 401 (or the schema), counted for nobody
             return await self._serve(scope, receive, send)
+        owed_s = self.work.owed_s(key)
+        if owed_s:  # in debt for the work its bodies cost (work.py): not even parsed
+            return await work.refuse(send, owed_s)
+        receive = work.metered(receive, key, self.work)
         slot = await self.slots.acquire(key)
         if slot is None:
             return await inflight.refuse(send, self.slots.limit)

@@ -68,3 +68,26 @@ if not 0 <= TOOLOPS_SHUTDOWN_DRAIN_S <= 600:  # also refuses nan and inf
         "TOOLOPS_SHUTDOWN_DRAIN_S must be 0 to 600 seconds, "
         f"got {os.getenv('TOOLOPS_SHUTDOWN_DRAIN_S')!r}"
     )
+
+
+def _at_least_one(name: str, default: int) -> int:
+    value = envint(name, default) or 0
+    if value < 1:
+        raise ImproperlyConfigured(f"{name} must be at least 1, got {os.getenv(name)!r}")
+    return value
+
+
+# How wide JSON from outside may be (toolops/jsonbound.py, docs/security.md "Limits"):
+# values in one body (every object, array, string, number and literal counts one), keys
+# in one object, items in one array. Past them the request is refused before its args
+# are checked against a schema or made canonical, the work that grows with them.
+TOOLOPS_JSON_MAX_VALUES = _at_least_one("TOOLOPS_JSON_MAX_VALUES", 20_000)
+TOOLOPS_JSON_MAX_KEYS = _at_least_one("TOOLOPS_JSON_MAX_KEYS", 1_000)
+TOOLOPS_JSON_MAX_ITEMS = _at_least_one("TOOLOPS_JSON_MAX_ITEMS", 10_000)
+# Fairness counted in work, not only requests (toolops/api/work.py): each agent's request
+# bodies are priced in units (one per JSON value, one per 64 bytes) against a budget that
+# refills at this rate, up to the burst; an agent that has spent past it gets 429 with
+# Retry-After until the budget is back. Counted per web process: it guards that
+# process's CPU.
+TOOLOPS_AGENT_WORK_PER_S = _at_least_one("TOOLOPS_AGENT_WORK_PER_S", 50_000)
+TOOLOPS_AGENT_WORK_BURST = _at_least_one("TOOLOPS_AGENT_WORK_BURST", 200_000)

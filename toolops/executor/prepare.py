@@ -14,6 +14,7 @@ from toolops.models import ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
+from . import sizes
 from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .keys import idempotency_key
 from .numbers import decimal_of
@@ -84,6 +85,9 @@ def prepare(request: CallRequest, *, agent_id: int, run_id: str) -> Prepared:
         text = request.args if isinstance(request.args, str) else repr(request.args)
         return Prepared(spec, None, digest(text.encode()), None, exc.message)
     schema = spec.params_schema if spec else None
+    wide = sizes.too_wide(raw, schema) if schema is not None else None
+    if wide is not None:  # before the work that grows with the args' width
+        return Prepared(spec, None, digest(repr(raw).encode()), None, wide)
     # The tool receives the args as sent (made to fit the schema); the key is made from
     # their canonical form, so model jitter does not change it.
     args = normalize(raw, schema, canonical=False)

@@ -24,7 +24,9 @@ from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from toolops import jsonbound
+from toolops.api import inflight, work
 from toolops.api.auth import RateLimited, agent_for_token
+from toolops.refusals import send_problem
 
 from .server import AGENT_SCOPE_KEY, build
 from .sessions import SharedSessionManager
@@ -56,8 +58,15 @@ class McpApp:
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             return await _problem(send, 400, "Bad Request", "The Host header is not allowed.")
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        key = inflight.agent_key(scope)
+        if scheme.lower() != "bearer" or not token.strip() or key is None:
             return await _unauthorized(send, "Authorization must be 'Bearer <agent token>'.")
+        # The agent's work budget (api/work.py), shared with its API requests: one in
+        # debt is refused before its body is parsed.
+        owed_s = work.budget().owed_s(key)
+        if owed_s:
+            return await work.refuse(send, owed_s)
+        receive = work.metered(receive, key, work.budget())
         try:
             agent = await database_sync_to_async(agent_for_token)(token.strip())
         except RateLimited as exc:
@@ -112,10 +121,7 @@ async def _respond(send: Any, status: int, body: dict[str, Any], headers: list[A
 async def _problem(
     send: Any, status: int, title: str, detail: str, headers: list[Any] | None = None
 ) -> None:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    await _respond(
-        send, status, body, [(b"content-type", b"application/problem+json"), *(headers or [])]
-    )
+    await send_problem(send, status, detail, title=title, headers=headers)
 
 
 async def _at_cap(send: Any) -> None:
@@ -131,10 +137,7 @@ async def _at_cap(send: Any) -> None:
 
 
 async def _unauthorized(send: Any, detail: str) -> None:
-    body = {"type": "about:blank", "title": "Unauthorized", "status": 401, "detail": detail}
-    await _respond(send, 401, body, [
-        (b"content-type", b"application/problem+json"), (b"www-authenticate", b"Bearer"),
-    ])  # fmt: skip
+    await send_problem(send, 401, detail, headers=[(b"www-authenticate", b"Bearer")])
 
 
 async def _unsupported_version(receive: Any, send: Any, version: str) -> None:
