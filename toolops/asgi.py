@@ -8,12 +8,13 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolops.settings")
 
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
+
+from toolops.statics import StaticFiles  # noqa: E402
 
 # The console's few static files are served by the app itself, so that one command runs
 # the whole product; a CDN or proxy in front may take them over.
-django_application = ASGIStaticFilesHandler(get_asgi_application())
+django_application = StaticFiles(get_asgi_application())
 
 from toolops.api.middleware import ApiASGIHandler, PathRouter  # noqa: E402
 from toolops.mcp.asgi import McpApp  # noqa: E402

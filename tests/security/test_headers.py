@@ -3,6 +3,7 @@ forwarded headers, HSTS preload, and `/metrics` (open, and scraped in a flood)."
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -183,3 +184,61 @@ def test_a_scrape_flood_runs_the_whole_table_aggregates_once_per_window(
 
     assert len(flood) == 0
     assert len(answers) == 1
+
+
+# -- what a client writes in its request line and Host ---------------------------------
+
+
+def raw_get(port: int, target: str) -> bytes:
+    """A GET sent as written: an HTTP client would resolve or re-encode the dot segments."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+TRAVERSALS = [
+    "/static/..%2f..%2f..%2f..%2fetc%2fpasswd",
+    "/static/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "/static/%2e%2e%2f%2e%2e%2f%2e%2e%2ftoolops%2fsettings.py",
+    "/static/console/..%2f..%2f..%2ftoolops%2fsettings.py",
+    "/static/..%5c..%5c..%5cetc%5cpasswd",
+    "/static//etc/passwd",
+    "/static/%2fetc%2fpasswd",
+    "/static/..",
+]
+
+
+def test_a_static_path_out_of_the_static_directories_is_a_plain_404(
+    toolops_server: Callable[..., Any], shop: Shop
+) -> None:
+    # `..%2f` and `%2e%2e/` reach Django decoded, as `../`: the finders' refusal was a 500.
+    server = toolops_server()
+
+    for target in TRAVERSALS:
+        status_line, _, rest = raw_get(server.port, target).partition(b"\r\n")
+        assert status_line == b"HTTP/1.1 404 Not Found", (target, status_line)
+        assert b"root:" not in rest and b"SECRET_KEY" not in rest, target
+    served = raw_get(server.port, "/static/console/console.css")
+    assert served.startswith(b"HTTP/1.1 200 OK"), served[:200]
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil-" + "x" * 2000 + ".example"])
+def test_a_host_not_allowed_on_the_api_answers_a_problem_body_not_html(
+    toolops_server: Callable[..., Any], shop: Shop, agent_a: tuple[Agent, str], host: str
+) -> None:
+    server = toolops_server()
+    headers = {"Authorization": f"Bearer {agent_a[1]}", "Host": host}
+
+    for path in ("/api/v1/tools", "/mcp/"):
+        response = httpx.get(f"{server.url}{path}", headers=headers, timeout=30)
+
+        assert response.status_code == 400, (path, response.text[:200])
+        assert response.headers["content-type"] == "application/problem+json", path
+        problem = response.json()
+        assert problem["status"] == 400 and problem["title"] and problem["detail"], problem
+        assert "evil" not in problem["detail"]  # the rule, not the header echoed back

@@ -19,8 +19,8 @@ from toolops import jsonbound
 from toolops.selectors import ID_RE
 from toolops.tools.catalog import NAME_RE
 
-STEP_MAX = 2**31 - 1
-WAIT_MAX = 30.0
+from .bounds import STEP_INDEX_MAX, TOKENS_MAX, WAIT_MAX
+
 DEPENDS_MAX = 100
 
 
@@ -46,7 +46,8 @@ def call_input(data: Any) -> dict[str, Any] | None:
     if type(data) is not dict:
         return None
     step, tool, args = data.get("step_index"), data.get("tool"), data.get("args")
-    if type(step) is not int or not 0 <= step <= STEP_MAX:
+    # `type(…) is int`: a bool is an int to isinstance, and never a number here.
+    if type(step) is not int or not 0 <= step <= STEP_INDEX_MAX:
         return None
     if type(tool) is not str or NAME_RE.match(tool) is None:
         return None
@@ -68,7 +69,7 @@ def call_input(data: Any) -> dict[str, Any] | None:
             return None
         out["depends_on"] = list(ids)
     tokens = data.get("tokens", 0)
-    if type(tokens) is not int or tokens < 0:
+    if type(tokens) is not int or not 0 <= tokens <= TOKENS_MAX:
         return None
     out["tokens"] = tokens
     wait = data.get("wait", 0)

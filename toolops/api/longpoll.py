@@ -12,26 +12,47 @@ the one place they all write; the poll's cost is one indexed read per pause. The
 of a call in progress (the follower) waits the same way: its first look, in the view, takes
 over a dead holder's claim; a holder that dies during the wait is left to the sweep.
 When the process begins to stop, every wait ends at once with the call as it stands
-(toolops/stopping.py), so that a long-poll never holds a shutdown for its whole wait."""
+(toolops/stopping.py), so that a long-poll never holds a shutdown for its whole wait.
+
+A token is checked when the request arrives, and a long-poll outlives that check by up to
+30 s: revoked or replaced meanwhile (`revoke_agent`, `create_agent --rotate`, in any
+process), it must not still be answered with the call. Each look reads the agent's row
+with the call's status, in the same statement, and a token that no longer stands ends the
+wait with the 401 a new request would get — within one pause, in every process, where the
+token cache (auth.py) would take up to AGENT_CACHE_S."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
+import json
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.http import HttpResponseBase
 from rest_framework.response import Response
 
 from toolops import executor, stopping
-from toolops.models import ToolCall
+from toolops.models import Agent, Run, ToolCall
 
+from .errors import problem
 from .output import call_out
 
 ATTRIBUTE = "toolops_long_poll"
+REVOKED = (
+    "The token is not valid: it was revoked or replaced while this request waited. Ask "
+    "for the call again with the agent's current token."
+)
+# One primary-key read: the call's status, and whether the token the request came with is
+# still its agent's, active (SQLite answers 0 or 1, PostgreSQL a boolean).
+LOOK_SQL = (
+    f"SELECT c.status, a.is_active AND a.token_hash = %s FROM {ToolCall._meta.db_table} c "
+    f"JOIN {Run._meta.db_table} r ON r.id = c.run_id "
+    f"JOIN {Agent._meta.db_table} a ON a.id = r.agent_id WHERE c.id = %s"
+)
 
 
 @dataclass
@@ -39,6 +60,14 @@ class LongPoll:
     call: ToolCall
     replayed: bool
     deadline: float
+    # The digest of the token the request was authenticated with.
+    token_hash: str
+
+
+class Look(enum.Enum):
+    WAITING = "waiting"
+    ENDED = "ended"
+    REVOKED = "revoked"
 
 
 def served_on_event_loop(request: Any) -> bool:
@@ -47,9 +76,14 @@ def served_on_event_loop(request: Any) -> bool:
     return bool(getattr(request, "toolops_event_loop", False))
 
 
-def hand_over(response: Response, *, call: ToolCall, replayed: bool, seconds: float) -> Response:
-    """Mark the view's answer (the call as it stands) for the handler to wait on."""
-    setattr(response, ATTRIBUTE, LongPoll(call, replayed, time.monotonic() + seconds))
+def hand_over(
+    response: Response, *, call: ToolCall, replayed: bool, seconds: float, agent: Agent
+) -> Response:
+    """Mark the view's answer (the call as it stands) for the handler to wait on. `agent`
+    is the request's, found by its token's digest (auth.py): that digest must still be
+    the agent's at every look."""
+    poll = LongPoll(call, replayed, time.monotonic() + seconds, agent.token_hash)
+    setattr(response, ATTRIBUTE, poll)
     return response
 
 
@@ -77,33 +111,61 @@ async def wait(
             looks += 1
             if disconnected.done():
                 return response
-            if stopped.done() or await loop.run_in_executor(pool, _look, poll.call):
+            if stopped.done():
+                break
+            look = await loop.run_in_executor(pool, _look, poll)
+            if look is Look.REVOKED:
+                return _refused(response)
+            if look is Look.ENDED:
                 break
     finally:
         stopped.cancel()
     return await loop.run_in_executor(pool, _render, response, poll)
 
 
-def _look(call: ToolCall) -> bool:
+def _look(poll: LongPoll) -> Look:
     try:
-        return executor.wait_look(call=call)
+        with connection.cursor() as cursor:
+            cursor.execute(LOOK_SQL, [poll.token_hash, poll.call.pk])
+            row = cursor.fetchone()
     finally:
         # Each look borrows a database connection and gives it back, as a request does.
         close_old_connections()
+    if row is None:  # the call is gone (purged): the answer says what there is
+        return Look.ENDED
+    status, token_stands = row
+    if not token_stands:
+        return Look.REVOKED
+    return Look.WAITING if status in ToolCall.WAITING else Look.ENDED
 
 
 def _render(response: Response, poll: LongPoll) -> HttpResponseBase:
     """The view's response, its body and status for the call as it is now (headers as
     the middleware set them)."""
     try:
+        poll.call.refresh_from_db()  # the looks read only its status
         call = executor.wait_ended(call=poll.call)
         data = call_out(call, replayed=poll.replayed)
     finally:
         close_old_connections()
     response.status_code = 202 if call.is_waiting else 200
-    response.content = response.accepted_renderer.render(
+    content = response.accepted_renderer.render(
         data, response.accepted_media_type, response.renderer_context
     )
+    return _with_content(response, content)
+
+
+def _refused(response: Response) -> HttpResponseBase:
+    """The view's response turned into the 401 the request would get now (the headers the
+    middleware set, such as nosniff, stay)."""
+    response.status_code = 401
+    response.headers["Content-Type"] = "application/problem+json"
+    response.headers["WWW-Authenticate"] = "Bearer"
+    return _with_content(response, json.dumps(problem(401, REVOKED)).encode())
+
+
+def _with_content(response: Response, content: bytes) -> HttpResponseBase:
+    response.content = content
     if response.has_header("Content-Length"):
-        response.headers["Content-Length"] = str(len(response.content))
+        response.headers["Content-Length"] = str(len(content))
     return response

@@ -21,25 +21,28 @@ from django.test.utils import override_settings
 from django.urls import set_script_prefix
 
 from . import inflight, longpoll, work
+from .hosts import host_refused
 
 API_MIDDLEWARE = ["toolops.api.middleware.ApiSecurityMiddleware"]
 
 
 class ApiSecurityMiddleware(SecurityMiddleware):
     """SecurityMiddleware (HSTS, the SSL redirect, nosniff — TOOLOPS_HTTPS) plus the
-    ALLOWED_HOSTS check that CommonMiddleware makes for pages. Its hooks touch no
-    database, so under ASGI they run inline instead of through a thread hop."""
+    ALLOWED_HOSTS check that CommonMiddleware makes for pages, answered with a problem
+    body (hosts.py). Its hooks touch no database, so under ASGI they run inline instead
+    of through a thread hop."""
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        request.get_host()  # DisallowedHost → 400
-        response = self.process_request(request)
+        response = host_refused(request) or self.process_request(request)
         if response is None:
             response = await self.get_response(request)
         return self.process_response(request, response)
 
     def __call__(self, request: HttpRequest) -> Any:
         if not self.async_mode:
-            request.get_host()
+            refused = host_refused(request)
+            if refused is not None:
+                return self.process_response(request, refused)
         return super().__call__(request)
 
 

@@ -14,6 +14,9 @@ from toolops.models import Approval, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary, summary_text
 from traces import services as traces
 
+from .bounds import MAX_ATTEMPTS_MAX, MAX_SECONDS_MAX, MAX_TOKENS_MAX
+from .fields import SecondsField, WholeNumberField
+
 
 def iso(value: datetime | None) -> str | None:
     if value is None:
@@ -169,9 +172,18 @@ class CallSchema(serializers.Serializer):
 
 
 class BudgetSchema(serializers.Serializer):
-    max_attempts = serializers.IntegerField(min_value=1, allow_null=True, required=False)
-    max_seconds = serializers.FloatField(min_value=0.001, allow_null=True, required=False)
-    max_tokens = serializers.IntegerField(min_value=0, allow_null=True, required=False)
+    """A run's budget; also the run body's `budget`, so its bounds are those the run's
+    columns hold (bounds.py)."""
+
+    max_attempts = WholeNumberField(
+        min_value=1, max_value=MAX_ATTEMPTS_MAX, allow_null=True, required=False
+    )
+    max_seconds = SecondsField(
+        min_value=0.001, max_value=MAX_SECONDS_MAX, allow_null=True, required=False
+    )
+    max_tokens = WholeNumberField(
+        min_value=0, max_value=MAX_TOKENS_MAX, allow_null=True, required=False
+    )
 
 
 class UsageSchema(serializers.Serializer):

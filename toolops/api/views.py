@@ -18,6 +18,8 @@ from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 
 from . import longpoll
+from .bounds import STEP_INDEX_MAX, TOKENS_MAX, WAIT_MAX
+from .fields import QuerySecondsField, SecondsField, WholeNumberField
 from .inputs import args_text, call_input
 from .output import (
     BudgetSchema,
@@ -183,13 +185,13 @@ class CallCreateApi(APIView):
         class Meta:
             ref_name = "CallCreateInput"
 
-        step_index = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+        step_index = WholeNumberField(min_value=0, max_value=STEP_INDEX_MAX)
         tool = ToolNameField()
         args = ArgsField()
         tool_call_id = IdField(required=False)
         depends_on = serializers.ListField(child=IdField(), required=False, max_length=100)
-        tokens = serializers.IntegerField(min_value=0, required=False, default=0)
-        wait = serializers.FloatField(min_value=0, max_value=30, required=False, default=0)
+        tokens = WholeNumberField(min_value=0, max_value=TOKENS_MAX, required=False, default=0)
+        wait = SecondsField(min_value=0, max_value=WAIT_MAX, required=False, default=0)
 
     @extend_schema(request=InputSerializer, responses={200: CallSchema, 202: CallSchema, **ERRORS})
     def post(self, request: Request, run_id: str) -> Response:
@@ -212,13 +214,19 @@ class CallCreateApi(APIView):
         )
         if on_loop and answer.call.is_waiting:
             # Waited for on the event loop, holding no thread (longpoll.py).
-            longpoll.hand_over(response, call=answer.call, replayed=answer.replayed, seconds=wait)
+            longpoll.hand_over(
+                response,
+                call=answer.call,
+                replayed=answer.replayed,
+                seconds=wait,
+                agent=request.user,
+            )
         return response
 
 
 class CallDetailApi(APIView):
     class QuerySerializer(serializers.Serializer):
-        wait = serializers.FloatField(min_value=0, max_value=30, required=False, default=0)
+        wait = QuerySecondsField(min_value=0, max_value=WAIT_MAX, required=False, default=0)
 
     @extend_schema(
         parameters=[OpenApiParameter("wait", float, description="Long-poll up to N ≤ 30 s")],
@@ -231,7 +239,9 @@ class CallDetailApi(APIView):
         wait = query.validated_data["wait"]
         if wait > 0 and call.is_waiting and longpoll.served_on_event_loop(request):
             response = Response(call_out(call), status=202)
-            return longpoll.hand_over(response, call=call, replayed=False, seconds=wait)
+            return longpoll.hand_over(
+                response, call=call, replayed=False, seconds=wait, agent=request.user
+            )
         if wait > 0:
             call = executor.wait_for(call=call, seconds=wait)
         return Response(call_out(call), status=202 if call.is_waiting else 200)

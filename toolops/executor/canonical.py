@@ -2,7 +2,12 @@
 produce one idempotency key. RFC 8785 serialisation comes from the `rfc8785` library;
 the schema-aware normalisation before it is ours. Numbers are held to API.md's bounds
 (toolops.executor.numbers) before any conversion, so that no args cost more to make
-canonical than to read."""
+canonical than to read.
+
+Integers past ±(2**53 - 1) are refused, naming the field: RFC 8785 writes numbers as
+I-JSON does (RFC 7493), as doubles, and a double holds no integer past 2**53 exactly, so
+neither the key nor any JSON reader downstream could tell 2**53 + 1 from 2**53. A model
+that needs such a number (an id, a big amount) sends it as a string."""
 
 from __future__ import annotations
 
@@ -17,6 +22,10 @@ from toolops import jsonbound
 from .numbers import RULE, NumberBoundError, decimal_of, in_bounds
 
 MAX_DIGITS = 200
+# The largest integer a double holds exactly, and so the largest I-JSON (and rfc8785)
+# takes: RFC 7493 section 2.2.
+EXACT_MAX = 2**53 - 1
+PAST_EXACT = "is past ±2^53, the largest integer JSON keeps exact"
 
 
 class ArgsError(ValueError):
@@ -56,10 +65,13 @@ def normalize(value: Any, schema: dict[str, Any] | None, *, canonical: bool = Tr
     decimals in one form (to the schema's precision), numbers without a redundant ".0".
     canonical=False only makes the args fit their schema — a number where a decimal string
     is wanted becomes that string, a quoted number where a number is wanted becomes the
-    number — and otherwise leaves them as the model sent them: that is what the tool gets.
+    number, a whole float where an integer is wanted becomes the integer (2.0 → 2: JSON
+    Schema counts 2.0 as an integer, and a tool doing integer arithmetic fails on it) —
+    and otherwise leaves them as the model sent them: that is what the tool gets.
 
     A number past API.md's bounds (or a numeric string for an integer, number or decimal
-    field) is an ArgsError naming its field when canonical; otherwise it is left as sent.
+    field), or an integer past ±2**53, is an ArgsError naming its field when canonical;
+    otherwise it is left as sent.
     """
     try:
         return _normalize(value, schema, canonical)
@@ -99,15 +111,46 @@ def _normalize(value: Any, schema: dict[str, Any] | None, canonical: bool) -> An
         if schema.get("type") in ("integer", "number") and value.strip():
             number = _bounded(value, canonical)
             if number is not None:
-                return _number(number)
+                return _plain_number(_number(number), schema, canonical, written=value)
         return value.strip() if canonical else value
+    if type(value) not in (int, float):
+        return value  # a boolean or null: the schema judges it
     if not in_bounds(value):
         if canonical:
             raise _OutOfBounds(f"{_shown(value)}: {RULE}")
         return value
-    if canonical and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    return value
+    return _plain_number(value, schema, canonical, written=value)
+
+
+def _plain_number(
+    value: int | float, schema: dict[str, Any], canonical: bool, *, written: Any
+) -> int | float:
+    """A number within the magnitude bound, in its one form: an integer within ±2**53 as
+    an int (a whole float too, when canonical or where the schema wants an integer). An
+    integer JSON cannot keep exact is refused when canonical."""
+    if type(value) is float:
+        if not value.is_integer():
+            return value
+        if abs(value) <= EXACT_MAX:
+            return int(value) if canonical or _wants_integer(schema) else value
+        if not _wants_integer(schema):
+            return value  # a double like 1e300, where any number will do
+    elif -EXACT_MAX <= value <= EXACT_MAX:
+        return value
+    # An int past ±2**53, or a whole float past it where an integer is wanted.
+    if not canonical:
+        return value
+    if schema.get("type") in ("integer", "number") or _wants_integer(schema):
+        # "Send it as a string" would only be refused again by the schema.
+        raise _OutOfBounds(
+            f"{_shown(written)} {PAST_EXACT}, and this field takes a number: check it"
+        )
+    raise _OutOfBounds(f"{_shown(written)} {PAST_EXACT}; send it as a string")
+
+
+def _wants_integer(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "integer" or (isinstance(kind, list) and "integer" in kind)
 
 
 def canonical_json(value: Any) -> bytes:
@@ -174,6 +217,7 @@ def _to_decimal(value: int | float) -> Decimal | None:
 
 
 def _number(number: Decimal) -> int | float:
+    # Within the bounds (numbers.decimal_of): int() of it costs at most 309 digits.
     if number == number.to_integral_value():
         return int(number)
     return float(number)

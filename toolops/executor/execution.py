@@ -164,8 +164,10 @@ class Execution:
                 end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, outcome.message,
                      feedback.result_invalid(spec.name, outcome.message))  # fmt: skip
             else:
-                end(call, Status.FAILED, "fatal", verdict.reason, outcome.message,
-                     feedback.fatal(spec.name, outcome.message))  # fmt: skip
+                text = feedback.fatal(spec.name, outcome.message)
+                if outcome.detail:  # the tool's own bug: its detail is for operators only
+                    text = feedback.internal_error(spec.name)
+                end(call, Status.FAILED, "fatal", verdict.reason, outcome.message, text)
             return True
         if verdict.verdict is Verdict.UNKNOWN:
             if spec.query is None:
@@ -259,7 +261,7 @@ class Execution:
             started_at=started,
             duration_ms=(time.perf_counter() - t0) * 1000, waited_ms=waited * 1000,
             http_status=outcome.status, outcome="ok",
-            error=traces.redact_text(outcome.message, call=call)[:2000],
+            error=traces.redact_text(outcome.detail or outcome.message, call=call)[:2000],
             downstream_request_id=outcome.request_id,
         )  # fmt: skip
         self.rows.append(row)

@@ -45,6 +45,16 @@ def fatal(tool: str, message: str) -> str:
     )
 
 
+def internal_error(tool: str) -> str:
+    """A tool's own bug (an exception it did not mean to raise): its text is the code's,
+    for operators, never for the model."""
+    return _cap(
+        f"{tool} failed with an internal error, logged for ToolOps' operators; it gave no "
+        "result. The same call will likely fail the same way: continue without it if you "
+        "can, and tell the user what could not be done."
+    )
+
+
 def exhausted(tool: str, attempts: int, message: str) -> str:
     return _cap(
         f"{tool} failed after {attempts} attempt{'s' if attempts != 1 else ''} "

@@ -34,6 +34,9 @@ class Outcome:
     request_id: str = ""
     # Python tools may say themselves whether a failure is worth retrying.
     retryable: bool | None = None
+    # For operators only (the attempt's error, in the console), when `message` — which
+    # reaches the call's error and the model — must not say it: an exception's text.
+    detail: str = ""
 
     @property
     def ok(self) -> bool:

@@ -20,6 +20,7 @@ PLAIN = [
     {**BASE, "depends_on": ["tc-1", "tc-2"], "wait": 30, "tokens": 0},
     {**BASE, "step_index": 0, "wait": 0.0, "extra": "ignored"},
     {**BASE, "step_index": 2**31 - 1, "depends_on": []},
+    {**BASE, "tokens": 2**31 - 1},
 ]
 ODD = [
     [BASE],
@@ -59,6 +60,11 @@ ODD = [
     {**BASE, "wait": float("inf")},
     {**BASE, "wait": "1"},
     {**BASE, "wait": False},
+    {**BASE, "wait": True},
+    {**BASE, "tokens": 2**31},
+    {**BASE, "tokens": 2**63},
+    {**BASE, "tokens": True},
+    {**BASE, "step_index": 2**63},
 ]
 
 
@@ -92,3 +98,35 @@ def test_args_text_that_is_not_an_object_is_left_for_the_executor() -> None:
     for text in ("{not json", "[1, 2]", "3"):
         assert call_input({**BASE, "args": text}) == {**serializer_says({**BASE, "args": text})}
         assert call_input({**BASE, "args": text})["args"] == text
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"tokens": 2**31}, "tokens"),  # past a call's bound: the run's sum stays whole
+        ({"tokens": 2**63}, "tokens"),
+        ({"tokens": 1e30}, "tokens"),
+        ({"tokens": True}, "tokens"),
+        ({"tokens": "5"}, "tokens"),
+        ({"tokens": 5.5}, "tokens"),
+        ({"step_index": 2**31}, "step_index"),
+        ({"step_index": True}, "step_index"),
+        ({"step_index": "3"}, "step_index"),
+        ({"wait": True}, "wait"),
+        ({"wait": "1"}, "wait"),
+        ({"wait": 31}, "wait"),
+    ],
+)
+def test_the_serializer_refuses_a_number_past_its_bound_or_not_sent_as_a_number(
+    changes: dict[str, Any], field: str
+) -> None:
+    serializer = CallCreateApi.InputSerializer(data={**BASE, **changes})
+    assert not serializer.is_valid()
+    assert list(serializer.errors) == [field]
+
+
+def test_the_serializer_takes_a_whole_float_as_its_integer() -> None:
+    # The fast check leaves it to the serializer (only ints are plainly valid there).
+    body = {**BASE, "step_index": 3.0, "tokens": 1e3}
+    assert call_input(body) is None
+    assert serializer_says(body) == {**serializer_says(BASE), "tokens": 1000}

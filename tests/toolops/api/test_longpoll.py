@@ -8,10 +8,12 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Shop
 from tests.console.conftest import make_user
 from tests.waiting import wait_until
+from toolops.accounts.tokens import agent_revoke, agent_token_rotate
 from toolops.approvals.services import approval_decide
 from toolops.models import Approval
 
@@ -62,3 +64,57 @@ def test_a_get_long_poll_times_out_with_the_call_still_waiting(
     assert time.monotonic() - started >= 0.5
     assert answer.status_code == 202 and answer.json()["status"] == "pending_approval"
     assert answer.headers["content-type"] == "application/json"
+
+
+def _revoke(agent: Any) -> None:
+    agent_revoke(agent=agent)
+
+
+def _rotate(agent: Any) -> None:
+    agent_token_rotate(agent=agent)
+
+
+@pytest.mark.parametrize(
+    ("method", "change"),
+    [("GET", _revoke), ("GET", _rotate), ("POST", _revoke)],
+    ids=["get-revoked", "get-rotated", "post-revoked"],
+)
+def test_a_long_poll_whose_token_is_withdrawn_while_it_waits_answers_401(
+    toolops_server: Any, agent_a: Any, shop: Shop, method: str, change: Any
+) -> None:
+    # The server process trusts the token it has seen for AGENT_CACHE_S: only the wait's
+    # own looks can tell that it was withdrawn meanwhile (from the database, here by
+    # another process). It used to answer the call, 202, at the end of the wait.
+    server = toolops_server()
+    token = {"Authorization": f"Bearer {agent_a[1]}"}
+    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60, headers=token)
+    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    held = a.post("/runs/r-a/calls", json=HELD).json()
+    assert held["status"] == "pending_approval"
+    answers: list[httpx.Response] = []
+    sent = threading.Event()
+
+    def on_trace(event: str, info: Any) -> None:
+        if event == "http11.send_request_body.complete":
+            sent.set()
+
+    def long_poll() -> None:
+        trace = {"trace": on_trace}
+        if method == "GET":
+            answer = a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=trace)
+        else:  # the same request again: the held call, waited for
+            answer = a.post("/runs/r-a/calls", json={**HELD, "wait": 30}, extensions=trace)
+        answers.append(answer)
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    assert sent.wait(30), "the long-poll was never sent"
+    change(agent_a[0])
+    poller.join(45)
+
+    [answer] = answers
+    assert answer.status_code == 401, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert "revoked or replaced" in answer.json()["detail"]
+    assert held["call_id"] not in answer.text  # nothing of the call
