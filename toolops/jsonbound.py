@@ -1,6 +1,8 @@
 """JSON from outside, bounded (API.md "Conventions"): nesting at most 64 deep, finite
 numbers, number literals that fit a double, integer literals within Python's 4,300-digit
-limit, and a bounded width — values in all, keys in one object, items in one array.
+limit, no U+0000 in a string (PostgreSQL's text and jsonb cannot hold it: the insert
+failed after a `read` tool had already run), and a bounded width — values in all, keys in
+one object, items in one array.
 Every entry that parses JSON it did not write goes through here — the API's body parser,
 `args` sent as a string, MCP's `tools/call` arguments and `_meta`, console forms — so
 that no input reaches a RecursionError, an infinity or a costly number downstream, and
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 MAX_DEPTH = 64
 INT_MAX_DIGITS = 4300  # Python's default int_max_str_digits: past it int() refuses
@@ -33,6 +35,9 @@ DEEP = f"JSON nested deeper than {MAX_DEPTH} arrays/objects is not accepted"
 NOT_FINITE = "NaN and Infinity are not JSON: numbers must be finite"
 TOO_BIG = "a number literal that does not fit a double (such as 1e999) is not accepted"
 TOO_LONG = f"an integer literal longer than {INT_MAX_DIGITS:,} digits is not accepted"
+NUL = "a string holding U+0000 (NUL) is not accepted: no database column can store it"
+# How JSON text writes U+0000; a raw NUL is not JSON at all (json refuses control characters).
+NUL_ESCAPE = "\\u0000"
 
 
 class JSONBoundError(ValueError):
@@ -83,9 +88,13 @@ def values_at_most(text: str | bytes) -> int:
     return 1 + text.count(",") + text.count(":") + text.count("[")
 
 
-def loads(text: str, *, limits: Limits | None = CONFIGURED) -> Any:
+def loads(
+    text: str, *, limits: Limits | None = CONFIGURED, nul: Literal["refuse", "replace"] = "refuse"
+) -> Any:
     """Parse JSON text within the bounds. Raises JSONBoundError past them, ValueError
-    (json.JSONDecodeError) for text that is not JSON. `limits=None`: no width bound."""
+    (json.JSONDecodeError) for text that is not JSON. `limits=None`: no width bound.
+    `nul="replace"`: a U+0000 in a string becomes U+FFFD instead of being refused (for
+    what must be kept, such as a downstream's answer to a write that took effect)."""
     if limits is CONFIGURED:
         limits = _configured
     try:
@@ -105,8 +114,14 @@ def loads(text: str, *, limits: Limits | None = CONFIGURED) -> Any:
         and len(text) > limits.narrowest
         and values_at_most(text) > limits.narrowest
     )
-    if deep or wide:
-        _walk(value, limits, leaves=False, prefix="")
+    # An escape is the only way JSON text holds a NUL; an escaped backslash before
+    # "u0000" is a false alarm, which the walk finds out.
+    nuls = NUL_ESCAPE in text
+    refuse_nuls = nuls and nul == "refuse"
+    if deep or wide or refuse_nuls:
+        _walk(value, limits, leaves=False, strings=refuse_nuls, prefix="")
+    if nuls and nul == "replace":
+        value = _without_nul(value)  # after the walk: no deeper than the bound
     return value
 
 
@@ -116,13 +131,14 @@ def check(value: Any, *, what: str = "", limits: Limits | None = CONFIGURED) -> 
     Iterative, so a deep tree cannot exhaust the stack here."""
     if limits is CONFIGURED:
         limits = _configured
-    _walk(value, limits, leaves=True, prefix=f"{what}: " if what else "")
+    _walk(value, limits, leaves=True, strings=True, prefix=f"{what}: " if what else "")
 
 
-def _walk(value: Any, limits: Limits | None, *, leaves: bool, prefix: str) -> None:
-    """Depth and width of a parsed tree, and (`leaves`) its numbers. Stops at the first
-    bound passed, so a tree far past the widths costs no more than the widths allow."""
-    if leaves:
+def _walk(value: Any, limits: Limits | None, *, leaves: bool, strings: bool, prefix: str) -> None:
+    """Depth and width of a parsed tree, its numbers (`leaves`) and its strings and keys
+    (`strings`). Stops at the first bound passed, so a tree far past the widths costs no
+    more than the widths allow."""
+    if leaves or strings:
         _leaf(value, prefix)
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
     values = 1
@@ -148,19 +164,36 @@ def _walk(value: Any, limits: Limits | None, *, leaves: bool, prefix: str) -> No
                 )
         children = node.items() if kind is dict else enumerate(node)
         for key, child in children:
+            if strings and kind is dict and "\x00" in key:
+                raise JSONBoundError(f"{prefix}{NUL} ({_at(path)})")
             child_kind = type(child)
             if child_kind is dict or child_kind is list:
                 stack.append((child, depth + 1, (*path, key)))
-            elif leaves:
-                _leaf(child, prefix)
+            elif leaves or strings:
+                _leaf(child, prefix, path=(*path, key))
 
 
-def _leaf(node: Any, prefix: str) -> None:
+def _leaf(node: Any, prefix: str, path: tuple[Any, ...] = ()) -> None:
     kind = type(node)
+    if kind is str and "\x00" in node:
+        raise JSONBoundError(f"{prefix}{NUL} ({_at(path)})")
     if kind is float and not math.isfinite(node):
         raise JSONBoundError(prefix + NOT_FINITE)
     if kind is int and not -_INT_BOUND < node < _INT_BOUND:
         raise JSONBoundError(prefix + TOO_LONG)
+
+
+def _without_nul(node: Any) -> Any:
+    """`node` with every U+0000 in its strings and keys replaced by U+FFFD. Recursive: a
+    tree deeper than the bound is refused by the walk before anything is stored."""
+    kind = type(node)
+    if kind is str:
+        return node.replace("\x00", "\ufffd")
+    if kind is dict:
+        return {_without_nul(k): _without_nul(v) for k, v in node.items()}
+    if kind is list:
+        return [_without_nul(item) for item in node]
+    return node
 
 
 def _at(path: tuple[Any, ...]) -> str:

@@ -171,6 +171,24 @@ def test_it_refuses_a_deep_result_pasted_into_the_console() -> None:
 # -- ids, never trimmed -------------------------------------------------------------------
 
 
+def test_it_refuses_a_nul_in_args_before_a_read_tool_runs(
+    api: APIClient, run: str, shop: Shop
+) -> None:
+    # PostgreSQL cannot store U+0000: the call's insert failed as a 500 after the read
+    # tool had already been called.
+    raw = r'{"step_index": 0, "tool": "query_stock", "args": {"sku": "A12\u0000"}}'
+    problem = assert_problem(post_raw(api, "/api/v1/runs/r-1/calls", raw), 400)
+    assert "U+0000" in problem["detail"] and "args.sku" in problem["detail"]
+    assert shop.requests() == [] and not ToolCall.objects.exists()
+
+
+def test_it_refuses_a_nul_in_run_metadata_and_makes_no_run(api: APIClient) -> None:
+    raw = r'{"run_id": "r-9", "metadata": {"note\u0000": "x"}}'
+    problem = assert_problem(post_raw(api, "/api/v1/runs", raw), 400)
+    assert "U+0000" in problem["detail"]
+    assert not Run.objects.exists()
+
+
 @pytest.mark.parametrize("run_id", ["run-1\n", "run-1 ", " run-1", "run-1\r\n"])
 def test_it_refuses_an_id_with_white_space_instead_of_trimming_it(
     api: APIClient, run_id: str
@@ -273,6 +291,8 @@ def test_it_refuses_mcp_arguments_nested_too_deep_or_not_finite(
     with pytest.raises(MCPError, match="_meta"):
         mcp_call(server.url, agent_a[1], "reserve_stock", {"sku": "A12", "qty": 1},
                  {"x": json.loads(nested(80))})  # fmt: skip
+    error = mcp_raw(server.url, agent_a[1], r'{"sku": "A12\u0000", "qty": 1}')
+    assert error["code"] == -32602 and "U+0000" in error["message"], error
     assert not ToolCall.objects.exists()
 
 

@@ -158,3 +158,38 @@ def test_the_upper_bound_on_values_is_never_below_the_count(text: str) -> None:
 
     assert jsonbound.values_at_most(text) >= count(json.loads(text))
     assert jsonbound.values_at_most(text.encode()) == jsonbound.values_at_most(text)
+
+
+# U+0000: PostgreSQL's text and jsonb refuse it, so a string holding one is refused here.
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (r'{"args": {"sku": "A\u0000"}}', "at args.sku"),
+        (r'{"args": {"a\u0000b": 1}}', "at args"),
+        (r'{"args": {"lines": ["ok", "x\u0000"]}}', "at args.lines.1"),
+    ],
+)
+def test_it_refuses_a_nul_in_a_string_or_a_key_naming_where(text: str, where: str) -> None:
+    with pytest.raises(JSONBoundError, match=rf"U\+0000 .*\({where}\)"):
+        jsonbound.loads(text)
+
+
+def test_an_escaped_backslash_before_u0000_is_not_a_nul() -> None:
+    assert jsonbound.loads(r'{"path": "C:\\u0000"}') == {"path": "C:\\u0000"}
+
+
+def test_a_downstream_answer_keeps_its_strings_with_the_nul_replaced() -> None:
+    text = r'{"order": "o-1\u0000", "k\u0000": [1]}'
+    assert jsonbound.loads(text, limits=None, nul="replace") == {
+        "order": "o-1\ufffd",
+        "k\ufffd": [1],
+    }
+
+
+def test_a_tree_parsed_elsewhere_may_not_hold_a_nul_either() -> None:
+    with pytest.raises(JSONBoundError, match=r"arguments: a string holding U\+0000"):
+        jsonbound.check({"sku": "A\x00"}, what="arguments")
+    with pytest.raises(JSONBoundError, match=r"U\+0000 .*\(at meta\)"):
+        jsonbound.check({"meta": {"\x00": 1}}, what="arguments")

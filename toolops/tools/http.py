@@ -93,8 +93,9 @@ def _answered(response: urllib3.BaseHTTPResponse, data: bytes | None, cap: int) 
             # A downstream is outside too: the bounds of toolops.jsonbound (a deep body
             # was a RecursionError, NaN a row PostgreSQL refuses). Not its widths: a
             # search may rightly answer many rows, and the response's size has its own
-            # bound (TOOLOPS_DOWNSTREAM_MAX_BYTES).
-            body_value = jsonbound.loads(data.decode("utf-8"), limits=None)
+            # bound (TOOLOPS_DOWNSTREAM_MAX_BYTES). A U+0000, which no column stores, is
+            # replaced rather than refused: a write's answer must be kept.
+            body_value = jsonbound.loads(data.decode("utf-8"), limits=None, nul="replace")
         except ValueError:
             if 200 <= status < 300:
                 return Outcome(
