@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,6 +25,7 @@ from tests.conftest import Shop
 from tests.console.conftest import make_user
 from tests.waiting import wait_until
 from tests.worker import Worker, wait_for
+from toolops.accounts.tokens import agent_revoke
 from toolops.approvals.services import approval_decide
 from toolops.models import Approval, Run, ToolCall
 
@@ -189,6 +191,33 @@ def test_a_call_waiting_for_a_reviewer_says_so_and_the_same_call_later_has_the_o
     assert not done.is_error and done.structured_content["charge_id"]
     assert len(shop.requests("/payments/charges")) == 1
     assert ToolCall.objects.filter(tool="charge").count() == 1
+
+
+def test_a_call_waiting_for_a_reviewer_ends_when_its_token_is_revoked_meanwhile(
+    toolops_server: Any, agent_a: tuple[Any, str], shop: Shop
+) -> None:
+    # The wait outlives the token check of its request by up to TOOLOPS_MCP_WAIT_S; it
+    # used to answer "waits for a reviewer" at its end, after the token was revoked.
+    live = toolops_server(TOOLOPS_MCP_WAIT_S="30")
+    answers: list[Any] = []
+
+    async def ask() -> Any:
+        async with mcp_client(live.url, agent_a[1]) as client:
+            try:
+                return await client.call_tool("charge", {"order_id": "o-1", "amount": "5.00"})
+            except MCPError as exc:
+                return exc
+
+    asking = threading.Thread(target=lambda: answers.append(run_async(ask())))
+    asking.start()
+    wait_until(Approval.objects.exists, 30, failure="the charge was never held")
+    agent_revoke(agent=agent_a[0])
+    asking.join(45)
+
+    [answer] = answers
+    assert isinstance(answer, MCPError), answer
+    assert "revoked or replaced" in str(answer)
+    assert shop.requests("/payments/charges") == []
 
 
 def test_a_wrong_token_is_refused_and_a_session_answers_only_its_agent(

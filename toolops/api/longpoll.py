@@ -113,7 +113,7 @@ async def wait(
                 return response
             if stopped.done():
                 break
-            look = await loop.run_in_executor(pool, _look, poll)
+            look = await loop.run_in_executor(pool, look_at, poll.call.pk, poll.token_hash)
             if look is Look.REVOKED:
                 return _refused(response)
             if look is Look.ENDED:
@@ -123,10 +123,12 @@ async def wait(
     return await loop.run_in_executor(pool, _render, response, poll)
 
 
-def _look(poll: LongPoll) -> Look:
+def look_at(call_pk: int, token_hash: str) -> Look:
+    """One look at a waiting call (the API's long-polls, MCP's waits for a reviewer):
+    still waiting, ended, or asked for with a token that no longer stands."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute(LOOK_SQL, [poll.token_hash, poll.call.pk])
+            cursor.execute(LOOK_SQL, [token_hash, call_pk])
             row = cursor.fetchone()
     finally:
         # Each look borrows a database connection and gives it back, as a request does.

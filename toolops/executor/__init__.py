@@ -4,7 +4,7 @@ executor through these names only (the import contract in pyproject.toml holds e
 other module of this package private to it; docs/architecture.md).
 
     prepare → read_context → submit      an agent's call: made, its run read, answered
-    wait_for / wait_look / wait_ended    waiting for a call that waits (API.md `wait`)
+    wait_for / wait_ended                waiting for a call that waits (API.md `wait`)
     call_reconcile / call_settle         unknown outcomes: the worker's look, a person
     claim_recover                        a claim whose holder died (the sweep)
     approved_call_take_up / _execute     a call a reviewer approved (the worker)
@@ -41,7 +41,7 @@ from .settle import (
     unknown_calls_due,
 )
 from .undo import undo_execute
-from .wait import LONG_POLL_PAUSES, wait_ended, wait_for, wait_look
+from .wait import LONG_POLL_PAUSES, wait_ended, wait_for
 
 __all__ = [
     "LONG_POLL_PAUSES",
@@ -78,5 +78,4 @@ __all__ = [
     "unknown_calls_due",
     "wait_ended",
     "wait_for",
-    "wait_look",
 ]

@@ -1,8 +1,8 @@
 """Waiting for a call's outcome (API.md `wait`, ≤ 30 s): a call held for a person or in
 progress is looked at again, ever less often, until it no longer waits or the time is
-up. For callers without an event loop (the MCP server's worker threads, the pipeline's
-own `wait`); the served API waits on its event loop instead (toolops/api/longpoll.py),
-with the same pauses and the same two looks."""
+up. For callers without an event loop (the pipeline's own `wait`, the test client); the
+served API and the MCP server wait on their event loops instead (toolops/api/longpoll.py),
+with the same pauses, each look also reading whether the request's token still stands."""
 
 from __future__ import annotations
 
@@ -24,12 +24,6 @@ def wait_for(*, call: ToolCall, seconds: float) -> ToolCall:
         looks += 1
         call.refresh_from_db()
     return wait_ended(call=call)
-
-
-def wait_look(*, call: ToolCall) -> bool:
-    """One look for a long-poll: True once the call no longer waits."""
-    call.refresh_from_db()
-    return not call.is_waiting
 
 
 def wait_ended(*, call: ToolCall) -> ToolCall:

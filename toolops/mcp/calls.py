@@ -102,6 +102,7 @@ def call(
 
 
 def outcome_after_wait(*, call: ToolCall, replayed: bool) -> Outcome:
+    call.refresh_from_db()  # the wait's looks read only its status
     return outcome_of(call_out(executor.wait_ended(call=call), replayed=replayed))
 
 

@@ -16,6 +16,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
 from toolops import executor, stopping
+from toolops.api import longpoll
 
 from . import calls
 
@@ -72,7 +73,7 @@ async def call_tool(
     except calls.BadMeta as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
     if outcome.waiting is not None:
-        outcome = await _wait(*outcome.waiting)
+        outcome = await _wait(*outcome.waiting, token_hash=agent.token_hash)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],
         structured_content=outcome.structured,
@@ -80,10 +81,12 @@ async def call_tool(
     )
 
 
-async def _wait(call: Any, replayed: bool) -> calls.Outcome:
+async def _wait(call: Any, replayed: bool, *, token_hash: str) -> calls.Outcome:
     """Wait up to TOOLOPS_MCP_WAIT_S for a reviewer on the event loop, with a worker
     thread only for each one-row look: a waiting call holds none of the threads every
-    other MCP request needs (as the API's long-polls, toolops/api/longpoll.py)."""
+    other MCP request needs (as the API's long-polls, toolops/api/longpoll.py). A token
+    revoked or replaced while it waits ends the wait with an error, as a new request with
+    it would be refused."""
     deadline = time.monotonic() + settings.TOOLOPS_MCP_WAIT_S
     pauses = executor.LONG_POLL_PAUSES
     looks = 0
@@ -92,7 +95,12 @@ async def _wait(call: Any, replayed: bool) -> calls.Outcome:
         while (left := deadline - time.monotonic()) > 0 and not stopping.is_stopping():
             await asyncio.wait([stopped], timeout=min(pauses[min(looks, len(pauses) - 1)], left))
             looks += 1
-            if stopped.done() or await _sync(executor.wait_look)(call=call):
+            if stopped.done():
+                break
+            look = await _sync(longpoll.look_at)(call.pk, token_hash)
+            if look is longpoll.Look.REVOKED:
+                raise MCPError(types.INVALID_REQUEST, longpoll.REVOKED)
+            if look is longpoll.Look.ENDED:
                 break
     finally:
         stopped.cancel()
