@@ -45,6 +45,14 @@ def envint(name: str, default: int | None) -> int | None:
         raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
 
 
+def envint_within(name: str, low: int, high: int) -> int | None:
+    """A whole number from `low` to `high`, or None when the variable is unset."""
+    value = envint(name, None)
+    if value is not None and not low <= value <= high:
+        raise ImproperlyConfigured(f"{name} must be from {low:,} to {high:,}, got {value:,}")
+    return value
+
+
 def fernet_keys(raw: str, source: str) -> list[str]:
     """Comma- or newline-separated Fernet keys (32 url-safe base64-encoded bytes each, as
     `Fernet.generate_key()` makes them); the first encrypts, all decrypt. A bad key is

@@ -9,12 +9,14 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
+from toolops.api import bounds
 from toolops.envs import (
     args_keys,
     database,
     envbool,
     envfloat,
     envint,
+    envint_within,
     kept_secret,
     trusted_proxies,
 )
@@ -307,9 +309,17 @@ if not 0 < TOOLOPS_RETENTION_DAYS <= 36500:  # also refuses nan and inf
         f"got {os.getenv('TOOLOPS_RETENTION_DAYS')!r}"
     )
 TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
-TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", None)
-TOOLOPS_DEFAULT_MAX_SECONDS = envint("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", None)
-TOOLOPS_DEFAULT_MAX_TOKENS = envint("TOOLOPS_DEFAULT_RUN_MAX_TOKENS", None)
+# A run's budget when its body gives none, held to what the API takes in a body (and the
+# run's columns store): past them, every run insert would fail on PostgreSQL.
+TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint_within(
+    "TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", 1, bounds.MAX_ATTEMPTS_MAX
+)
+TOOLOPS_DEFAULT_MAX_SECONDS = envint_within(
+    "TOOLOPS_DEFAULT_RUN_MAX_SECONDS", 1, int(bounds.MAX_SECONDS_MAX)
+)
+TOOLOPS_DEFAULT_MAX_TOKENS = envint_within(
+    "TOOLOPS_DEFAULT_RUN_MAX_TOKENS", 0, bounds.MAX_TOKENS_MAX
+)
 # /metrics is open unless this is set; then a scraper sends `Authorization: Bearer <it>`.
 TOOLOPS_METRICS_TOKEN = os.getenv("TOOLOPS_METRICS_TOKEN", "").strip()
 # Spans carry an HMAC of a call's idempotency key under this key, never the key itself

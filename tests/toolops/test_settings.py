@@ -120,3 +120,20 @@ def test_it_names_a_bad_shutdown_drain(tmp_path: Path) -> None:
         result = run_manage("check", TOOLOPS_SHUTDOWN_DRAIN_S=value, TOOLOPS_DATA_DIR=str(tmp_path))
         assert result.returncode != 0
         assert f"TOOLOPS_SHUTDOWN_DRAIN_S must be 0 to 600 seconds, got '{value}'" in result.stderr
+
+
+def test_a_default_run_budget_past_what_a_run_stores_stops_the_process(tmp_path: Path) -> None:
+    # A default max_attempts of 2**31 used to start, then fail every run's insert on
+    # PostgreSQL (an int4 column).
+    env = {"TOOLOPS_DATA_DIR": str(tmp_path)}
+    for name, value in (
+        ("TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS", str(2**31)),
+        ("TOOLOPS_DEFAULT_RUN_MAX_TOKENS", str(2**63)),
+        ("TOOLOPS_DEFAULT_RUN_MAX_SECONDS", "0"),
+    ):
+        result = run_manage("check", **{**env, name: value})
+        assert result.returncode != 0
+        assert f"{name} must be from" in result.stderr, result.stderr
+    assert (
+        run_manage("check", **env, TOOLOPS_DEFAULT_RUN_MAX_ATTEMPTS=str(2**31 - 1)).returncode == 0
+    )
