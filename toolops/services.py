@@ -93,7 +93,9 @@ def run_create(
         max_attempts=budget.get("max_attempts", settings.TOOLOPS_DEFAULT_MAX_ATTEMPTS),
         max_seconds=budget.get("max_seconds", settings.TOOLOPS_DEFAULT_MAX_SECONDS),
         max_tokens=budget.get("max_tokens", settings.TOOLOPS_DEFAULT_MAX_TOKENS),
-        metadata=metadata or {},
+        # The agent's own notes, which nothing reads back for its values: stored redacted,
+        # by key names and patterns, with no original kept (docs/sensitive-data.md).
+        metadata=traces.redact(metadata) if metadata else {},
     )
     try:
         with transaction.atomic():

@@ -15,9 +15,15 @@ Redacted, at any depth:
 - inside any string: the literal values redacted from the call's own args, so a result
   or an error message that echoes them gives nothing away.
 
+The last two apply to a dict's keys as well as to its values: an address, a card number
+or a literal of the call used as a key (`{"cc": {"ann@example.com": "cc"}}`) is scrubbed
+like any string, and the key's literal joins the secrets scrubbed from text. Two keys
+scrubbed to the same name both stay: the later ones get " #2", " #3", … (KEY_NUMBER).
+
 It runs on every call's write path, so the common case — nothing sensitive — must cost
-microseconds: a key name is judged once per process (cached), and a string is looked at
-only for an "@" or a run of 13 digits or separators before anything slower runs."""
+microseconds: a key is judged once per process (cached: its name, and whether it needs a
+closer look), and a string is looked at only for an "@" or a run of 13 digits or
+separators before anything slower runs."""
 
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import functools
 import json
 import logging
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +41,7 @@ EMAIL_MARK = "[redacted email]"
 CARD_MARK = "[redacted card]"
 # Every mark starts so: a stored value holding one may have a sealed original.
 MARK = "[redacted"
+MARKS = re.compile(r"\[redacted(?: email| card)?\]")
 # Literal values shorter than this are not scrubbed from free text: "123" (a CVC) would
 # match too much ordinary text. Patterns and key names still catch them where they stand.
 MIN_SCRUB_LEN = 6
@@ -66,14 +74,32 @@ CARD = re.compile(
 # CARD on digit-heavy strings such as timestamps.
 MAYBE_CARD = re.compile(r"[0-9 -]{13}")
 
+# How a scrubbed key that would take a name its dict already has is told apart:
+# "[redacted email]", "[redacted email] #2", … Never a key lost: each value stays, and
+# every key of the stored form holds a mark, so it is seen as redacted (has_mark).
+KEY_NUMBER = "{name} #{number}"
+
 # A catalog path's end: everything under it is redacted.
 LEAF: dict[str, Any] = {}
 PathTree = dict[str, Any]
 
 
 @functools.lru_cache(maxsize=8192)
-def _key_is_sensitive(name: str) -> bool:
-    return SENSITIVE_KEY.search(name) is not None
+def _key_rules(key: Any) -> tuple[bool, int]:
+    """(whether the value under `key` is sensitive by its name, the key's reach). A walk
+    scrubs the key itself when its reach is at least its shortest secret's length: a key
+    that may hold an e-mail address, a card number or a mark reaches any; another
+    reaches as far as it is long. Judged once per key: a dict's keys are mostly the same
+    few names, call after call, and most are too short to hold a secret."""
+    if not isinstance(key, str):
+        # Only a string key is scrubbed (as only strings are searched among values: a
+        # number is more often a timestamp than a card); its name is still judged.
+        return SENSITIVE_KEY.search(str(key)) is not None, 0
+    look = "@" in key or MARK in key or MAYBE_CARD.search(key) is not None
+    # A key scrubbed to "[redacted card]" names no card field: what it holds is judged as
+    # it was under the card number, in the walk's second pass and on every later showing.
+    name = MARKS.sub("", key) if MARK in key else key
+    return SENSITIVE_KEY.search(name) is not None, sys.maxsize if look else len(key)
 
 
 def luhn_valid(digits: str) -> bool:
@@ -161,10 +187,13 @@ def redact_value(
 
 
 class _Walk:
-    __slots__ = ("changed", "found", "marked", "secrets")
+    __slots__ = ("changed", "found", "marked", "secrets", "shortest")
 
     def __init__(self, secrets: Sequence[str]) -> None:
         self.secrets = secrets
+        # A key shorter than every secret holds none: most keys are short names. With no
+        # secrets, only a key that may hold an e-mail, a card or a mark reaches this.
+        self.shortest = (min(map(len, secrets)) or 1) if secrets else sys.maxsize
         self.found: list[str] = []
         self.changed = False
         self.marked = False
@@ -184,29 +213,52 @@ class _Walk:
             props = schema.get("properties") if schema else None
             if not isinstance(props, dict):
                 props = None
-            out = {}
+            out: dict[Any, Any] = {}
+            shortest = self.shortest
             for key, item in value.items():
+                sensitive, reach = _key_rules(key)
+                # Stored under its scrubbed name; key names, catalog paths and schemas
+                # judge the key as it was sent.
+                name = self.key(key, value, out) if reach >= shortest else key
                 sub = props.get(key) if props else None
-                if not isinstance(sub, dict):
+                if sub is not None and not isinstance(sub, dict):
                     sub = None
                 branch = tree.get(key) if tree else None
                 if item is None or item is True or item is False or item == "":
-                    out[key] = item  # nothing to hide in a null, a boolean or ""
+                    out[name] = item  # nothing to hide in a null, a boolean or ""
                 elif (
                     branch is LEAF
-                    or _key_is_sensitive(key if isinstance(key, str) else str(key))
+                    or sensitive
                     or (sub is not None and (sub.get("x-sensitive") or sub.get("writeOnly")))
                 ):
                     self._take(item)
-                    out[key] = REDACTED
+                    out[name] = REDACTED
                 else:
-                    out[key] = self.value(item, sub, branch)
+                    out[name] = self.value(item, sub, branch)
             return out
         if isinstance(value, list):
             items = schema.get("items") if schema else None
             sub = items if isinstance(items, dict) else None
             return [self.value(item, sub, tree) for item in value]
         return value
+
+    def key(self, key: Any, siblings: dict[Any, Any], out: dict[Any, Any]) -> Any:
+        """`key` as it may be stored: scrubbed like any string. A key scrubbed is taken out
+        like a value (its literal joins the secrets), and gets a name that neither a key
+        of its dict nor one already written has, so no value is lost."""
+        if not isinstance(key, str):
+            return key
+        if MARK in key:
+            self.marked = True
+        new = scrub(key, self.secrets)
+        if new == key:
+            return key
+        self._take(key)
+        name, number = new, 1
+        while name in siblings or name in out:
+            number += 1
+            name = KEY_NUMBER.format(name=new, number=number)
+        return name
 
     def _take(self, item: Any) -> None:
         """A value redacted whole: remember its literal parts, to scrub them from text."""
@@ -246,11 +298,12 @@ def redact(
 
 
 def has_mark(value: Any) -> bool:
-    """Whether a stored value holds a redaction mark (so it may have a sealed original)."""
+    """Whether a stored value holds a redaction mark, in a value or in a key (so it may
+    have a sealed original)."""
     if isinstance(value, str):
         return MARK in value
     if isinstance(value, dict):
-        return any(has_mark(item) for item in value.values())
+        return any(has_mark(key) or has_mark(item) for key, item in value.items())
     if isinstance(value, list):
         return any(has_mark(item) for item in value)
     return False

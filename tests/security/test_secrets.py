@@ -8,7 +8,12 @@ and none when the args had anything redacted. The downstream still receives the 
 without the search's query going out in the console page's own span.
 
 Logs go through a filter that redacts card numbers: card-shaped ones only, not a task's
-runtime that happens to pass the Luhn check."""
+runtime that happens to pass the Luhn check.
+
+A customer's data used as a dict key — an e-mail address, a card number, or a value the
+call's own rules redact, echoed back as the key of a result — is redacted like a value,
+in the stored rows, the exported spans and the console pages of a person without
+`view_full_args`; and a run's metadata is stored redacted by the same rules."""
 
 from __future__ import annotations
 
@@ -29,12 +34,19 @@ from rest_framework.test import APIClient
 from tests.conftest import ROOT, Shop, server_env
 from tests.console.conftest import PASSWORD, logged_in, make_user
 from tests.toolops.api.helpers import body, create_run, post_call
+from tests.traces.sensitive_fixtures import (
+    Echo,
+    echo_fixture,  # noqa: F401
+    echo_server_fixture,  # noqa: F401
+)
+from tests.traces.test_no_leaks import stored_text
 from toolops.executor.canonical import canonical_json, normalize
 from toolops.executor.keys import idempotency_key
-from toolops.models import Agent, ToolCall
+from toolops.models import Agent, Run, ToolCall
 from toolops.tools import registry
+from toolops.tools.registry import python_tool
 from traces import otel
-from traces.sensitive import CARD_MARK, RedactingFilter
+from traces.sensitive import CARD_MARK, EMAIL_MARK, REDACTED, RedactingFilter
 
 Spans = Callable[[], list[Any]]
 
@@ -43,6 +55,45 @@ NOTE = {"to": "ann.lee@example.com", "message": "Your order ord-9 has shipped."}
 # A task's runtime in the worker's log line that passes the Luhn check.
 RUNTIME = 0.0111896789999262
 CARD = "4111 1111 1111 1111"
+API_KEY = "sk_live_9fQ2xVb7LmT4"
+NICKNAME = "annie-the-great"
+VOUCHER = "VCH-7731-QZXW"
+
+
+# Services that answer keyed by what they were asked about, as many do: the call's own
+# sensitive values come back as keys of its result.
+@python_tool(
+    name="key_status",
+    kind="read",
+    description="The status of each API key given, keyed by the key.",
+    params_schema={"type": "object"},
+)
+def key_status(*, api_key: str) -> dict[str, Any]:
+    return {"keys": {api_key: "active"}}
+
+
+@python_tool(
+    name="nickname_check",
+    kind="read",
+    description="Whether a nickname is taken, keyed by the nickname.",
+    params_schema={"type": "object"},
+    redact=("nickname",),
+)
+def nickname_check(*, nickname: str) -> dict[str, Any]:
+    return {nickname: "taken"}
+
+
+@python_tool(
+    name="voucher_check",
+    kind="read",
+    description="Whether a voucher code is valid, keyed by the code.",
+    params_schema={
+        "type": "object",
+        "properties": {"code": {"type": "string", "x-sensitive": True}},
+    },
+)
+def voucher_check(*, code: str) -> dict[str, Any]:
+    return {"vouchers": [{code: "valid"}]}
 
 
 @pytest.fixture
@@ -211,3 +262,80 @@ def test_a_console_search_for_an_idempotency_key_is_not_exported_in_the_pages_sp
     [search] = [s for s in spans if s["kind"] == 2 and "search" in s["name"]]
     assert key not in repr(spans)
     assert any("/console/search/" in str(v) for v in search["attributes"].values())
+
+
+@pytest.mark.parametrize(
+    ("key", "mark"),
+    [
+        pytest.param("a@b.example", EMAIL_MARK, id="email"),
+        pytest.param(CARD, CARD_MARK, id="card-spaced"),
+        pytest.param(CARD.replace(" ", ""), CARD_MARK, id="card-whole"),
+    ],
+)
+def test_customer_data_used_as_a_key_is_never_stored_exported_or_shown(
+    api: APIClient, echo: Echo, exported: Spans, reviewer: Any, key: str, mark: str
+) -> None:
+    args = {"cc": {key: "cc"}}
+    create_run(api, "r-keys")
+
+    # The downstream echoes the args: in its result, and quoted in a message.
+    saved = body(post_call(api, "r-keys", step_index=0, tool="save_profile", args=args))
+
+    assert saved["status"] == "succeeded"
+    assert saved["result"]["received"] == args  # the agent's own data, whole
+    assert echo.bodies("/echo") == [args]  # and the downstream got the real args
+    row = ToolCall.objects.get(call_id=saved["call_id"])
+    assert row.args == {"cc": {mark: "cc"}}
+    # Echoed in the result, the key is a literal of the call's args: scrubbed as such.
+    assert row.result["received"] == {"cc": {REDACTED: "cc"}}
+    assert key not in stored_text()
+    spans = exported()
+    assert key not in everything_in(spans)
+    # Nor a hash that would confirm a guess at it (test above).
+    attributes = call_span(spans, "save_profile").attributes
+    assert attributes["toolops.args_hash"].startswith("redacted:")
+    assert "toolops.idempotency_key_hmac" not in attributes
+    page = logged_in(reviewer).get(f"/console/runs/{row.run_id}/")
+    assert page.status_code == 200 and not reviewer.has_perm("traces.view_full_args")
+    assert key not in page.content.decode() and mark in page.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "secret"),
+    [
+        pytest.param("key_status", {"api_key": API_KEY}, API_KEY, id="sensitive-name"),
+        pytest.param("nickname_check", {"nickname": NICKNAME}, NICKNAME, id="catalog-path"),
+        pytest.param("voucher_check", {"code": VOUCHER}, VOUCHER, id="schema-mark"),
+    ],
+)
+def test_a_value_redacted_from_the_args_is_redacted_as_a_key_of_the_result(
+    api: APIClient, reviewer: Any, tool: str, args: dict[str, Any], secret: str
+) -> None:
+    registry.reset()
+    create_run(api, "r-keys")
+
+    done = body(post_call(api, "r-keys", step_index=0, tool=tool, args=args))
+
+    assert done["status"] == "succeeded" and secret in json.dumps(done["result"])
+    row = ToolCall.objects.get(call_id=done["call_id"])
+    assert list(row.args.values()) == [REDACTED] and REDACTED in json.dumps(row.result)
+    assert row.result_sealed
+    assert secret not in stored_text()
+    page = logged_in(reviewer).get(f"/console/runs/{Run.objects.get(run_id='r-keys').pk}/")
+    assert page.status_code == 200 and secret not in page.content.decode()
+
+
+def test_customer_data_in_a_runs_metadata_is_never_stored(api: APIClient, shop: Shop) -> None:
+    # The agent's notes on its run, with a customer's address and card, keys and values.
+    metadata = {"customer": NOTE["to"], "cards": {CARD: "default"}, "demo_reviewer": "auto"}
+    create_run(api, metadata=metadata)
+    assert post_call(api, step_index=0, tool="reserve_stock", args=RESERVE).status_code == 200
+
+    stored = stored_text()
+
+    assert NOTE["to"] not in stored and CARD not in stored
+    assert Run.objects.get().metadata == {
+        "customer": EMAIL_MARK,
+        "cards": REDACTED,  # a sensitive name: the whole value
+        "demo_reviewer": "auto",
+    }

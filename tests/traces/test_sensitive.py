@@ -15,6 +15,7 @@ from traces.sensitive import (
     EMAIL_MARK,
     REDACTED,
     RedactingFilter,
+    has_mark,
     redact,
     redact_value,
     scrub,
@@ -147,3 +148,123 @@ def test_nothing_sensitive_costs_no_copy() -> None:
     args: dict[str, Any] = {"sku": "A12", "qty": 1, "amount": "199.00", "tags": ["a", "b"]}
 
     assert redact_value(args).value is args
+
+
+# -- keys: the same detectors as values -----------------------------------------------------
+
+EMAIL = "ann.lee@example.com"
+
+
+def test_an_email_used_as_a_key_is_redacted_and_its_value_kept() -> None:
+    args = {"cc": {EMAIL: "cc", "bob@example.org": "bcc"}, "sku": "A12"}
+
+    done = redact_value(args)
+
+    assert done.value == {"cc": {EMAIL_MARK: "cc", f"{EMAIL_MARK} #2": "bcc"}, "sku": "A12"}
+    assert done.changed and has_mark(done.value)
+    # Its literal is scrubbed from text too, like a value taken out.
+    assert EMAIL in done.secrets and "bob@example.org" in done.secrets
+    assert args == {"cc": {EMAIL: "cc", "bob@example.org": "bcc"}, "sku": "A12"}  # untouched
+
+
+@pytest.mark.parametrize("key", [CARD, "4111111111111111", "4111-1111-1111-1111"])
+def test_a_card_number_used_as_a_key_is_redacted(key: str) -> None:
+    done = redact_value({"wallet": {key: {"status": "active"}}, "note": f"key {key}"})
+
+    assert done.value == {"wallet": {CARD_MARK: {"status": "active"}}, "note": f"key {CARD_MARK}"}
+    assert done.changed and key in done.secrets
+
+
+def test_a_key_that_is_only_card_shaped_is_left_alone() -> None:
+    # Not Luhn-valid, a timestamp in milliseconds: the same rules as in a value.
+    args = {"4111 1111 1111 1112": 1, "1733100000004": 2, "at 2025-01-02 03:04:05": 3}
+
+    done = redact_value(args)
+
+    assert done.value is args and not done.changed
+
+
+def test_a_literal_of_the_calls_args_used_as_a_key_of_its_result_is_redacted() -> None:
+    args = redact_value({"api_key": "sk_live_9fQ2xVb7LmT4", "sku": "A12"})
+
+    # A service answering the status of each key it was given, keyed by the key.
+    result = redact_value({"keys": {"sk_live_9fQ2xVb7LmT4": "active"}}, secrets=args.secrets)
+
+    assert result.value == {"keys": {REDACTED: "active"}} and result.changed
+
+
+@pytest.mark.parametrize(
+    ("paths", "mark"),
+    [
+        # The catalog's `redact` path and the schema's marks: what they take out is a
+        # literal of the call.
+        pytest.param(("nickname",), None, id="catalog-path"),
+        pytest.param((), {"x-sensitive": True}, id="x-sensitive"),
+        pytest.param((), {"writeOnly": True}, id="writeOnly"),
+    ],
+)
+def test_a_value_the_catalog_redacts_used_as_a_key_of_the_result_is_redacted(
+    paths: tuple[str, ...], mark: dict[str, Any] | None
+) -> None:
+    schema = {"properties": {"nickname": mark}} if mark else None
+    taken = redact_value({"nickname": "annie-great"}, paths=paths, schema=schema)
+    assert taken.value == {"nickname": REDACTED}
+
+    # "Is this nickname taken?", answered keyed by the nickname.
+    result = redact_value({"annie-great": "taken"}, secrets=taken.secrets)
+
+    assert result.value == {REDACTED: "taken"}
+
+
+def test_keys_redacted_to_one_mark_keep_every_value_and_never_take_a_name_in_use() -> None:
+    # An agent may well send a mark of its own as a key (quoted from an earlier answer).
+    args = {"a@example.com": 1, EMAIL_MARK: 2, f"{EMAIL_MARK} #2": 3, "b@example.com": 4}
+
+    done = redact_value(args)
+
+    assert done.value == {
+        f"{EMAIL_MARK} #3": 1,
+        EMAIL_MARK: 2,
+        f"{EMAIL_MARK} #2": 3,
+        f"{EMAIL_MARK} #4": 4,
+    }
+    assert sorted(done.value.values()) == [1, 2, 3, 4]
+
+
+def test_a_key_holding_an_email_inside_other_text_is_scrubbed_like_any_string() -> None:
+    done = redact_value({f"to {EMAIL} (home)": "yes"})
+
+    assert done.value == {f"to {EMAIL_MARK} (home)": "yes"}
+    assert f"to {EMAIL} (home)" in done.secrets
+
+
+def test_a_value_under_a_card_number_key_is_judged_as_under_any_other_key() -> None:
+    # Its stored key reads "[redacted card]": no card field for all that, on every pass
+    # and every later showing of the stored form.
+    done = redact_value({CARD: {"status": "active", "contact": EMAIL}})
+
+    assert done.value == {CARD_MARK: {"status": "active", "contact": EMAIL_MARK}}
+    assert redact(done.value) == done.value
+
+
+def test_a_sensitive_name_with_an_email_key_is_redacted_whole() -> None:
+    done = redact_value({EMAIL: {"password": "hunter2-long"}})
+
+    assert done.value == {EMAIL_MARK: {"password": REDACTED}}
+    assert {EMAIL, "hunter2-long"} <= set(done.secrets)
+
+
+def test_a_mark_in_a_key_is_seen() -> None:
+    # has_mark: a stored value that may have a sealed original; `marked`: args quoting a
+    # mark of their own, sealed so that their stored form is never taken for a lost one.
+    assert has_mark({"cc": {EMAIL_MARK: "cc"}}) and has_mark([{REDACTED: 1}])
+    assert not has_mark({"cc": {"redacted": "cc"}})
+    assert redact_value({"cc": {EMAIL_MARK: "cc"}}).marked
+
+
+def test_ordinary_keys_cost_no_copy_beside_the_calls_secrets() -> None:
+    args: dict[str, Any] = {"order_id": "ord-1", "customer_id": "c-9", "gift": False}
+
+    done = redact_value(args, secrets=("sk_live_9fQ2xVb7LmT4",))
+
+    assert done.value is args and not done.changed
