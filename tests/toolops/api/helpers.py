@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from rest_framework.test import APIClient
@@ -40,3 +41,19 @@ def post_call(client: APIClient, run_id: str = "r-1", **fields: Any) -> Any:
 
 def post_raw(client: APIClient, url: str, raw: str | bytes) -> Any:
     return client.generic("POST", url, raw, content_type="application/json")
+
+
+class Sent:
+    """Set once httpx has sent a request whole: pass `sent.extensions` to the request, then
+    `sent.wait(…)` before acting on the server while it holds that request."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.extensions = {"trace": self._trace}
+
+    def _trace(self, event: str, info: Any) -> None:
+        if event == "http11.send_request_body.complete":
+            self.event.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self.event.wait(timeout)

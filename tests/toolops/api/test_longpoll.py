@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import Shop
 from tests.console.conftest import make_user
+from tests.toolops.api.helpers import Sent
 from tests.waiting import wait_until
 from toolops.accounts.tokens import agent_revoke, agent_token_rotate
 from toolops.approvals.services import approval_decide
@@ -92,14 +93,10 @@ def test_a_long_poll_whose_token_is_withdrawn_while_it_waits_answers_401(
     held = a.post("/runs/r-a/calls", json=HELD).json()
     assert held["status"] == "pending_approval"
     answers: list[httpx.Response] = []
-    sent = threading.Event()
-
-    def on_trace(event: str, info: Any) -> None:
-        if event == "http11.send_request_body.complete":
-            sent.set()
+    sent = Sent()
 
     def long_poll() -> None:
-        trace = {"trace": on_trace}
+        trace = sent.extensions
         if method == "GET":
             answer = a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=trace)
         else:  # the same request again: the held call, waited for

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import Shop
+from tests.toolops.api.helpers import Sent
 
 
 def test_a_long_poll_does_not_hold_up_other_requests(
@@ -29,18 +30,13 @@ def test_a_long_poll_does_not_hold_up_other_requests(
 
     ended: dict[str, float] = {}
     answers: list[httpx.Response] = []
-    sent = threading.Event()
-
-    def on_trace(event: str, info: Any) -> None:
-        if event == "http11.send_request_body.complete":
-            sent.set()
+    sent = Sent()
 
     def long_poll() -> None:
         # Up to 30 s: it ends when its run does, below.
         answers.append(
-            a.get(f"/calls/{held['call_id']}", params={"wait": 30},
-                  extensions={"trace": on_trace})
-        )  # fmt: skip
+            a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=sent.extensions)
+        )
         ended["poll"] = time.monotonic()
 
     poller = threading.Thread(target=long_poll)
