@@ -124,12 +124,53 @@ def _card(match: re.Match[str]) -> str:
     return shown
 
 
-def scrub(text: str, secrets: Sequence[str] = ()) -> str:
+class Secrets:
+    """Literal values to take out of text, longest first, found in time that grows with
+    the text and not with their number. A few are looked for one by one (`in`, C-fast);
+    past FEW, by the first MIN_SCRUB_LEN characters at each place of the text: args that
+    carry thousands of values under sensitive keys, each scrubbed from thousands of
+    strings, would otherwise cost their product (seconds for one call)."""
+
+    FEW = 8
+    __slots__ = ("all", "heads", "short")
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self.all = tuple(secrets)
+        self.heads: dict[str, list[str]] | None = None
+        self.short: tuple[str, ...] = ()
+        if len(self.all) > self.FEW:
+            self.heads = {}
+            for secret in self.all:  # longest first, kept so in each bucket
+                if len(secret) >= MIN_SCRUB_LEN:
+                    self.heads.setdefault(secret[:MIN_SCRUB_LEN], []).append(secret)
+            self.short = tuple(s for s in self.all if len(s) < MIN_SCRUB_LEN)
+
+    def __bool__(self) -> bool:
+        return bool(self.all)
+
+    def take_out(self, text: str) -> str:
+        if self.heads is None:
+            for secret in self.all:
+                if secret in text:
+                    text = text.replace(secret, REDACTED)
+            return text
+        heads, found = self.heads, set()
+        for start in range(len(text) - MIN_SCRUB_LEN + 1):
+            bucket = heads.get(text[start : start + MIN_SCRUB_LEN])
+            if bucket is not None:
+                found.update(s for s in bucket if text.startswith(s, start))
+        found.update(s for s in self.short if s in text)
+        for secret in sorted(found, key=len, reverse=True):
+            text = text.replace(secret, REDACTED)
+        return text
+
+
+def scrub(text: str, secrets: Sequence[str] | Secrets = ()) -> str:
     """`text` with the literal `secrets` (longest first), e-mail addresses and card
     numbers replaced."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
+    if secrets:
+        matcher = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
+        text = matcher.take_out(text)
     if "@" in text:
         text = EMAIL.sub(EMAIL_MARK, text)
     if MAYBE_CARD.search(text) is not None:
@@ -187,10 +228,11 @@ def redact_value(
 
 
 class _Walk:
-    __slots__ = ("changed", "found", "marked", "secrets", "shortest")
+    __slots__ = ("changed", "found", "has_secrets", "marked", "secrets", "shortest")
 
     def __init__(self, secrets: Sequence[str]) -> None:
-        self.secrets = secrets
+        self.secrets = Secrets(secrets)
+        self.has_secrets = bool(secrets)  # an attribute: read for every string walked
         # A key shorter than every secret holds none: most keys are short names. With no
         # secrets, only a key that may hold an e-mail, a card or a mark reaches this.
         self.shortest = (min(map(len, secrets)) or 1) if secrets else sys.maxsize
@@ -203,7 +245,7 @@ class _Walk:
             if MARK in value:
                 self.marked = True
             # The common case inline: nothing to look for, nothing found.
-            if not self.secrets and "@" not in value and MAYBE_CARD.search(value) is None:
+            if not self.has_secrets and "@" not in value and MAYBE_CARD.search(value) is None:
                 return value
             new = scrub(value, self.secrets)
             if new != value:
@@ -215,11 +257,14 @@ class _Walk:
                 props = None
             out: dict[Any, Any] = {}
             shortest = self.shortest
+            # A scrubbed key's name → the last number it took ("… #2"): each clash costs
+            # one step, however many keys scrub to one name.
+            numbered: dict[str, int] = {}
             for key, item in value.items():
                 sensitive, reach = _key_rules(key)
                 # Stored under its scrubbed name; key names, catalog paths and schemas
                 # judge the key as it was sent.
-                name = self.key(key, value, out) if reach >= shortest else key
+                name = self.key(key, value, out, numbered) if reach >= shortest else key
                 sub = props.get(key) if props else None
                 if sub is not None and not isinstance(sub, dict):
                     sub = None
@@ -242,7 +287,9 @@ class _Walk:
             return [self.value(item, sub, tree) for item in value]
         return value
 
-    def key(self, key: Any, siblings: dict[Any, Any], out: dict[Any, Any]) -> Any:
+    def key(
+        self, key: Any, siblings: dict[Any, Any], out: dict[Any, Any], numbered: dict[str, int]
+    ) -> Any:
         """`key` as it may be stored: scrubbed like any string. A key scrubbed is taken out
         like a value (its literal joins the secrets), and gets a name that neither a key
         of its dict nor one already written has, so no value is lost."""
@@ -254,10 +301,11 @@ class _Walk:
         if new == key:
             return key
         self._take(key)
-        name, number = new, 1
+        name, number = new, numbered.get(new, 1)
         while name in siblings or name in out:
             number += 1
             name = KEY_NUMBER.format(name=new, number=number)
+        numbered[new] = number
         return name
 
     def _take(self, item: Any) -> None:

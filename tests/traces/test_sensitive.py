@@ -15,6 +15,7 @@ from traces.sensitive import (
     EMAIL_MARK,
     REDACTED,
     RedactingFilter,
+    Secrets,
     has_mark,
     redact,
     redact_value,
@@ -268,3 +269,25 @@ def test_ordinary_keys_cost_no_copy_beside_the_calls_secrets() -> None:
     done = redact_value(args, secrets=("sk_live_9fQ2xVb7LmT4",))
 
     assert done.value is args and not done.changed
+
+
+def test_many_secrets_are_taken_out_of_text_as_a_few_are() -> None:
+    # Past Secrets.FEW they are found by their heads, in time that grows with the text.
+    secrets = sorted(
+        [f"secret-{i:03d}" for i in range(40)] + ["secret-00", "ret-012x", "abcdef", "ab"],
+        key=len,
+        reverse=True,
+    )
+    text = "x secret-012 and secret-0399 abcdefg ret-012x, ab secret-00 [secret-039]"
+    expected = text
+    for secret in secrets:  # the plain way, longest first
+        expected = expected.replace(secret, REDACTED)
+    assert len(secrets) > Secrets.FEW
+    assert Secrets(secrets).take_out(text) == expected
+
+
+def test_a_thousand_keys_scrubbed_to_one_mark_are_numbered_once_each() -> None:
+    keys = [f"user{i}@example.com" for i in range(1000)]
+    out = redact_value({"cc": dict.fromkeys(keys, "cc")}).value["cc"]
+    assert list(out) == [EMAIL_MARK] + [f"{EMAIL_MARK} #{n}" for n in range(2, 1001)]
+    assert set(out.values()) == {"cc"}
