@@ -12,7 +12,6 @@ the body is a 400 naming the bound, as if the args had been sent as an object.""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from toolops import jsonbound
@@ -73,7 +72,9 @@ def call_input(data: Any) -> dict[str, Any] | None:
         return None
     out["tokens"] = tokens
     wait = data.get("wait", 0)
-    if type(wait) not in (int, float) or not math.isfinite(wait) or not 0 <= wait <= WAIT_MAX:
+    # The range alone: NaN and the infinities fail it, and a 400-digit integer compares
+    # with 30.0 where math.isfinite() would raise OverflowError on it.
+    if type(wait) not in (int, float) or not 0 <= wait <= WAIT_MAX:
         return None
     out["wait"] = float(wait)
     return out
