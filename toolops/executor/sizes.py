@@ -26,6 +26,8 @@ class _Plan:
     keys: int | None = None
     items: int | None = None
     properties: dict[str, _Plan] = field(default_factory=dict)
+    # The keys `properties` names: `others` is never theirs, bounded or not.
+    declared: frozenset[str] = frozenset()
     others: _Plan | None = None  # additionalProperties given as a schema
     each: _Plan | None = None  # items given as a schema
 
@@ -47,7 +49,7 @@ def too_wide(args: dict[str, Any], schema: dict[str, Any]) -> str | None:
             if node.keys is not None and len(value) > node.keys:
                 return _say(path, f"{len(value):,} properties", f"at most {node.keys:,}")
             for key, child in value.items():
-                sub = node.properties.get(key, node.others)
+                sub = node.properties.get(key) if key in node.declared else node.others
                 if sub is not None and type(child) in (dict, list):
                     stack.append((child, sub, (*path, str(key))))
         elif type(value) is list:
@@ -95,9 +97,20 @@ def _build(schema: Any) -> _Plan | None:
     if extra is False and not schema.get("patternProperties"):
         keys = len(properties) if keys is None else min(keys, len(properties))
     children = {name: plan for name, sub in properties.items() if (plan := _build(sub))}
+    # `additionalProperties` is for the keys no `patternProperties` matches either, and
+    # `items` for the places after `prefixItems`: followed only where neither is written.
     others = _build(extra) if isinstance(extra, dict) else None
-    each = _build(schema.get("items"))
+    if schema.get("patternProperties"):
+        others = None
+    each = None if schema.get("prefixItems") else _build(schema.get("items"))
     items = _count(schema.get("maxItems"))
     if keys is None and items is None and not children and others is None and each is None:
         return None
-    return _Plan(keys=keys, items=items, properties=children, others=others, each=each)
+    return _Plan(
+        keys=keys,
+        items=items,
+        properties=children,
+        declared=frozenset(properties),
+        others=others,
+        each=each,
+    )

@@ -86,3 +86,28 @@ def test_a_call_wider_than_its_tool_is_invalid_args_and_nothing_is_sent(
     assert "901 properties; this tool takes at most 1" in body["error"]["message"]
     assert "at most 1" in body["feedback"]
     assert shop.requests("/inventory/query") == []
+
+
+def test_a_declared_property_is_never_held_to_the_bounds_of_the_others() -> None:
+    # Its own schema bounds nothing: `additionalProperties` is for the keys not declared.
+    schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "array"}},
+        "additionalProperties": {"type": "array", "maxItems": 2},
+    }
+    assert sizes.too_wide({"tags": [1, 2, 3]}, schema) is None
+    assert sizes.too_wide({"extra": [1, 2, 3]}, schema) == (
+        "field 'extra' has 3 items; this tool takes at most 2 there"
+    )
+
+
+def test_pattern_properties_and_prefix_items_are_left_to_the_schema_check() -> None:
+    patterned = {
+        "type": "object",
+        "patternProperties": {"^x": {"type": "array"}},
+        "additionalProperties": {"type": "array", "maxItems": 1},
+    }
+    assert sizes.too_wide({"x1": [1, 2]}, patterned) is None
+    prefixed = {"type": "array", "prefixItems": [{"type": "array"}], "items": {"maxItems": 1}}
+    assert sizes.too_wide({"a": 1}, {"properties": {"p": prefixed}}) is None
+    assert sizes.too_wide({"p": [[1, 2, 3]]}, {"properties": {"p": prefixed}}) is None
