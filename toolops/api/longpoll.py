@@ -46,6 +46,7 @@ REVOKED = (
     "The token is not valid: it was revoked or replaced while this request waited. Ask "
     "for the call again with the agent's current token."
 )
+GONE = "The call no longer exists: its run was purged while this request waited."
 # One primary-key read: the call's status, and whether the token the request came with is
 # still its agent's, active (SQLite answers 0 or 1, PostgreSQL a boolean).
 LOOK_SQL = (
@@ -68,6 +69,7 @@ class Look(enum.Enum):
     WAITING = "waiting"
     ENDED = "ended"
     REVOKED = "revoked"
+    GONE = "gone"  # the call's row is no more (its run purged by retention)
 
 
 def served_on_event_loop(request: Any) -> bool:
@@ -101,6 +103,7 @@ async def wait(
     # The process stopping (SIGTERM) ends the wait as its deadline would: the call as it
     # stands, still waiting, and the agent asks again — another process, via the balancer.
     stopped = asyncio.ensure_future(stopping.wait())
+    look = Look.WAITING
     try:
         while True:
             left = poll.deadline - time.monotonic()
@@ -114,12 +117,18 @@ async def wait(
             if stopped.done():
                 break
             look = await loop.run_in_executor(pool, look_at, poll.call.pk, poll.token_hash)
-            if look is Look.REVOKED:
-                return _refused(response)
-            if look is Look.ENDED:
+            if look is not Look.WAITING:
                 break
     finally:
         stopped.cancel()
+    if look is Look.WAITING:
+        # Ended by the deadline or a stop: the answer, too, goes only to a token that
+        # still stands, however recent the last look.
+        look = await loop.run_in_executor(pool, look_at, poll.call.pk, poll.token_hash)
+    if look is Look.REVOKED:
+        return _refused(response, 401, REVOKED)
+    if look is Look.GONE:
+        return _refused(response, 404, GONE)
     return await loop.run_in_executor(pool, _render, response, poll)
 
 
@@ -133,8 +142,8 @@ def look_at(call_pk: int, token_hash: str) -> Look:
     finally:
         # Each look borrows a database connection and gives it back, as a request does.
         close_old_connections()
-    if row is None:  # the call is gone (purged): the answer says what there is
-        return Look.ENDED
+    if row is None:
+        return Look.GONE
     status, token_stands = row
     if not token_stands:
         return Look.REVOKED
@@ -157,13 +166,15 @@ def _render(response: Response, poll: LongPoll) -> HttpResponseBase:
     return _with_content(response, content)
 
 
-def _refused(response: Response) -> HttpResponseBase:
-    """The view's response turned into the 401 the request would get now (the headers the
-    middleware set, such as nosniff, stay)."""
-    response.status_code = 401
+def _refused(response: Response, status: int, detail: str) -> HttpResponseBase:
+    """The view's response turned into the problem the request would get now: 401 for a
+    withdrawn token, 404 for a call no more (the headers the middleware set, such as
+    nosniff, stay)."""
+    response.status_code = status
     response.headers["Content-Type"] = "application/problem+json"
-    response.headers["WWW-Authenticate"] = "Bearer"
-    return _with_content(response, json.dumps(problem(401, REVOKED)).encode())
+    if status == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return _with_content(response, json.dumps(problem(status, detail)).encode())
 
 
 def _with_content(response: Response, content: bytes) -> HttpResponseBase:

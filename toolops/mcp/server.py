@@ -90,6 +90,7 @@ async def _wait(call: Any, replayed: bool, *, token_hash: str) -> calls.Outcome:
     deadline = time.monotonic() + settings.TOOLOPS_MCP_WAIT_S
     pauses = executor.LONG_POLL_PAUSES
     looks = 0
+    look = longpoll.Look.WAITING
     stopped = asyncio.ensure_future(stopping.wait())  # a shutdown ends the wait at once
     try:
         while (left := deadline - time.monotonic()) > 0 and not stopping.is_stopping():
@@ -98,12 +99,16 @@ async def _wait(call: Any, replayed: bool, *, token_hash: str) -> calls.Outcome:
             if stopped.done():
                 break
             look = await _sync(longpoll.look_at)(call.pk, token_hash)
-            if look is longpoll.Look.REVOKED:
-                raise MCPError(types.INVALID_REQUEST, longpoll.REVOKED)
-            if look is longpoll.Look.ENDED:
+            if look is not longpoll.Look.WAITING:
                 break
     finally:
         stopped.cancel()
+    if look is longpoll.Look.WAITING:  # the deadline or a stop: the answer needs one too
+        look = await _sync(longpoll.look_at)(call.pk, token_hash)
+    if look is longpoll.Look.REVOKED:
+        raise MCPError(types.INVALID_REQUEST, longpoll.REVOKED)
+    if look is longpoll.Look.GONE:
+        raise MCPError(types.INVALID_REQUEST, longpoll.GONE)
     return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)  # type: ignore[no-any-return]
 
 

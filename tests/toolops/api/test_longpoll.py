@@ -16,7 +16,7 @@ from tests.toolops.api.helpers import Sent
 from tests.waiting import wait_until
 from toolops.accounts.tokens import agent_revoke, agent_token_rotate
 from toolops.approvals.services import approval_decide
-from toolops.models import Approval
+from toolops.models import Approval, ToolCall
 
 HELD = {"step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount": "5.00"}}
 
@@ -115,3 +115,45 @@ def test_a_long_poll_whose_token_is_withdrawn_while_it_waits_answers_401(
     assert answer.headers["www-authenticate"] == "Bearer"
     assert "revoked or replaced" in answer.json()["detail"]
     assert held["call_id"] not in answer.text  # nothing of the call
+
+
+def test_a_long_poll_that_ends_at_its_deadline_answers_only_a_token_that_still_stands(
+    toolops_server: Any, agent_a: Any, shop: Shop
+) -> None:
+    # A wait so short that it ends at its deadline before its first look: the answer
+    # itself looks at the token. The server still trusts the token it saw a moment ago
+    # (AGENT_CACHE_S), as a process other than the one that revoked it does.
+    server = toolops_server()
+    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
+                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    held = a.post("/runs/r-a/calls", json=HELD).json()
+    agent_revoke(agent=agent_a[0])
+
+    answer = a.get(f"/calls/{held['call_id']}", params={"wait": "0.001"})
+
+    assert answer.status_code == 401, answer.text
+    assert "revoked or replaced" in answer.json()["detail"]
+
+
+def test_a_long_poll_whose_call_is_purged_meanwhile_answers_404(
+    toolops_server: Any, agent_a: Any, shop: Shop
+) -> None:
+    server = toolops_server()
+    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
+                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    held = a.post("/runs/r-a/calls", json=HELD).json()
+    answers: list[httpx.Response] = []
+    sent = Sent()
+    poller = threading.Thread(target=lambda: answers.append(
+        a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=sent.extensions)
+    ))  # fmt: skip
+    poller.start()
+    assert sent.wait(30), "the long-poll was never sent"
+    ToolCall.objects.filter(call_id=held["call_id"]).delete()  # as retention's purge would
+    poller.join(45)
+
+    [answer] = answers
+    assert answer.status_code == 404, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
