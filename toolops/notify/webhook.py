@@ -72,6 +72,11 @@ def signature(secret: str, timestamp: str, raw: bytes) -> str:
 
 
 def send(*, group: str, events: Sequence[NotificationEvent], message_id: str) -> None:
+    if group not in settings.TOOLOPS_WEBHOOKS:  # taken out of the settings since queued
+        raise SendFailed(
+            f"No webhook is set for the group {group} "
+            f"(TOOLOPS_WEBHOOK_{group.upper()}_URL); set it, then send again."
+        )
     url, secret = settings.TOOLOPS_WEBHOOKS[group]
     raw = json.dumps(payload(events), ensure_ascii=False).encode()
     timestamp = str(int(time.time()))

@@ -99,6 +99,22 @@ def test_a_lone_message_that_cannot_be_written_is_failed_at_once() -> None:
     assert outbox.deliveries_send(channel="email", target=RITA) == 0
 
 
+def test_a_webhook_taken_out_of_the_settings_is_a_failure_to_deliver_not_of_content(
+    settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.TOOLOPS_WEBHOOKS = {}  # the group's webhook removed after the fan-out
+    queue("webhook", "reviewers", event(1), event(2))
+
+    with django_capture_on_commit_callbacks():  # the retry's wake-up, not run here
+        assert outbox.deliveries_send(channel="webhook", target="reviewers") == 0
+
+    why = "No webhook is set for the group reviewers (TOOLOPS_WEBHOOK_REVIEWERS_URL); "
+    assert [(status, error[: len(why)]) for status, _, error in states()] == [
+        ("pending", why),
+        ("pending", why),
+    ]
+
+
 def test_a_stored_subject_with_a_line_break_goes_out_as_one_header_line() -> None:
     # An event written before values were cleaned when stored, or by other code.
     first = event(1, subject="Approval waiting: dave\r\nBcc: x@evil.example " + "y" * 250)
