@@ -190,7 +190,14 @@ def _without_nul(node: Any) -> Any:
     if kind is str:
         return node.replace("\x00", "\ufffd")
     if kind is dict:
-        return {_without_nul(k): _without_nul(v) for k, v in node.items()}
+        out = {}
+        for key, value in node.items():
+            name = _without_nul(key)
+            # "a\x00" beside a key "a\ufffd": neither value is lost.
+            while name != key and (name in out or name in node):
+                name += "\ufffd"
+            out[name] = _without_nul(value)
+        return out
     if kind is list:
         return [_without_nul(item) for item in node]
     return node

@@ -74,7 +74,7 @@ def test_an_agent_sending_wide_bodies_is_told_to_wait_while_another_is_served(
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert int(refused.headers["retry-after"]) >= 1
     assert "TOOLOPS_AGENT_WORK_PER_S" in refused.json()["detail"]
-    # Even a small request waits its turn: the refusal comes before the body is read.
+    # Even a small request waits its turn: the refusal comes before any body is parsed.
     assert a.get("/tools").status_code == 429
 
     assert b.get("/tools").status_code == 200

@@ -188,6 +188,11 @@ def test_a_downstream_answer_keeps_its_strings_with_the_nul_replaced() -> None:
     }
 
 
+def test_a_key_cleaned_of_its_nul_takes_no_other_keys_place() -> None:
+    text = r'{"a\u0000": 1, "a\ufffd": 2}'
+    assert sorted(jsonbound.loads(text, limits=None, nul="replace").values()) == [1, 2]
+
+
 def test_a_tree_parsed_elsewhere_may_not_hold_a_nul_either() -> None:
     with pytest.raises(JSONBoundError, match=r"arguments: a string holding U\+0000"):
         jsonbound.check({"sku": "A\x00"}, what="arguments")

@@ -15,7 +15,7 @@ from a budget of its own:
 - The budget is a token bucket: it refills at TOOLOPS_AGENT_WORK_PER_S units a second up
   to TOOLOPS_AGENT_WORK_BURST. A request is let in while the agent's budget is above
   zero and its price is then taken, even past zero; an agent in debt gets 429 with
-  Retry-After (the seconds until it is out of debt) before its body is looked at, taking
+  Retry-After (the seconds until it is out of debt) before its body is parsed, taking
   no thread and no database work. One expensive body passes — the JSON widths bound what
   one can cost — and the next ones wait their turn.
 
