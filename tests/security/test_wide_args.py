@@ -146,9 +146,15 @@ def test_mcp_shares_the_agents_work_budget_and_its_widths(
 ) -> None:
     server = toolops_server()
     sid = ready_session(server.url, agent_a[1])
-    wide = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "query_stock", "arguments": {f"k{i}": i for i in range(1001)},
-    }}  # fmt: skip
+    wide = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "query_stock",
+            "arguments": {f"k{i}": i for i in range(1001)},
+        },
+    }
     answer = mcp_post(server.url, agent_a[1], sid, wide)
     text = answer.text
     if answer.headers.get("content-type", "").startswith("text/event-stream"):

@@ -118,9 +118,9 @@ def test_it_refuses_more_values_in_all_than_allowed() -> None:
 
 
 def test_the_defaults_refuse_the_wide_body_that_cost_half_a_second() -> None:
-    text = json.dumps({"step_index": 0, "tool": "query_stock", "args": {
-        f"k{i}": i for i in range(100_000)
-    }})  # fmt: skip
+    text = json.dumps(
+        {"step_index": 0, "tool": "query_stock", "args": {f"k{i}": i for i in range(100_000)}}
+    )
     with pytest.raises(JSONBoundError, match="more than 1,000 keys"):
         jsonbound.loads(text)
 

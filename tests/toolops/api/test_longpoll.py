@@ -21,6 +21,21 @@ from toolops.models import Approval, ToolCall
 HELD = {"step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount": "5.00"}}
 
 
+def agent_client(server: Any, token: str) -> httpx.Client:
+    """Agent A's client of the served API, with its run r-a made."""
+    auth = {"Authorization": f"Bearer {token}"}
+    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60, headers=auth)
+    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    return a
+
+
+def held_call(a: httpx.Client) -> dict[str, Any]:
+    """A charge of run r-a, held for a reviewer."""
+    held = a.post("/runs/r-a/calls", json=HELD).json()
+    assert held["status"] == "pending_approval"
+    return dict(held)
+
+
 def _reject_when_held(django_user_model: Any) -> None:
     wait_until(Approval.objects.exists, 20, failure="the call was never held")
     approval = Approval.objects.get()
@@ -33,9 +48,7 @@ def test_a_posted_call_long_polled_answers_once_a_reviewer_decides(
     toolops_server: Any, agent_a: Any, shop: Shop, django_user_model: Any
 ) -> None:
     server = toolops_server(TOOLOPS_API_THREADS="1")
-    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
-                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
-    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
+    a = agent_client(server, agent_a[1])
     answers: list[httpx.Response] = []
     poster = threading.Thread(
         target=lambda: answers.append(a.post("/runs/r-a/calls", json={**HELD, "wait": 25}))
@@ -56,10 +69,8 @@ def test_a_get_long_poll_times_out_with_the_call_still_waiting(
     toolops_server: Any, agent_a: Any, shop: Shop
 ) -> None:
     server = toolops_server()
-    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
-                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
-    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
-    held = a.post("/runs/r-a/calls", json=HELD).json()
+    a = agent_client(server, agent_a[1])
+    held = held_call(a)
     started = time.monotonic()
     answer = a.get(f"/calls/{held['call_id']}", params={"wait": 0.5})
     assert time.monotonic() - started >= 0.5
@@ -87,11 +98,8 @@ def test_a_long_poll_whose_token_is_withdrawn_while_it_waits_answers_401(
     # own looks can tell that it was withdrawn meanwhile (from the database, here by
     # another process). It used to answer the call, 202, at the end of the wait.
     server = toolops_server()
-    token = {"Authorization": f"Bearer {agent_a[1]}"}
-    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60, headers=token)
-    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
-    held = a.post("/runs/r-a/calls", json=HELD).json()
-    assert held["status"] == "pending_approval"
+    a = agent_client(server, agent_a[1])
+    held = held_call(a)
     answers: list[httpx.Response] = []
     sent = Sent()
 
@@ -124,10 +132,8 @@ def test_a_long_poll_that_ends_at_its_deadline_answers_only_a_token_that_still_s
     # itself looks at the token. The server still trusts the token it saw a moment ago
     # (AGENT_CACHE_S), as a process other than the one that revoked it does.
     server = toolops_server()
-    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
-                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
-    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
-    held = a.post("/runs/r-a/calls", json=HELD).json()
+    a = agent_client(server, agent_a[1])
+    held = held_call(a)
     agent_revoke(agent=agent_a[0])
 
     answer = a.get(f"/calls/{held['call_id']}", params={"wait": "0.001"})
@@ -140,15 +146,15 @@ def test_a_long_poll_whose_call_is_purged_meanwhile_answers_404(
     toolops_server: Any, agent_a: Any, shop: Shop
 ) -> None:
     server = toolops_server()
-    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60,
-                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
-    assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
-    held = a.post("/runs/r-a/calls", json=HELD).json()
+    a = agent_client(server, agent_a[1])
+    held = held_call(a)
     answers: list[httpx.Response] = []
     sent = Sent()
-    poller = threading.Thread(target=lambda: answers.append(
-        a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=sent.extensions)
-    ))  # fmt: skip
+    poller = threading.Thread(
+        target=lambda: answers.append(
+            a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=sent.extensions)
+        )
+    )
     poller.start()
     assert sent.wait(30), "the long-poll was never sent"
     ToolCall.objects.filter(call_id=held["call_id"]).delete()  # as retention's purge would

@@ -69,13 +69,17 @@ def test_a_call_wider_than_its_tool_is_invalid_args_and_nothing_is_sent(
 ) -> None:
     catalog(
         tool_toml(
-            name="query_closed", kind="read", url="{shop}/inventory/query",
+            name="query_closed",
+            kind="read",
+            url="{shop}/inventory/query",
             params_schema={
-                "type": "object", "required": ["sku"], "additionalProperties": False,
+                "type": "object",
+                "required": ["sku"],
+                "additionalProperties": False,
                 "properties": {"sku": {"type": "string"}},
             },
         )
-    )  # fmt: skip
+    )
     start_run(api)
     args = {"sku": "A12", **{f"k{i}": i for i in range(900)}}
 
