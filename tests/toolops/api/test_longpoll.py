@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -27,6 +28,25 @@ def agent_client(server: Any, token: str) -> httpx.Client:
     a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=60, headers=auth)
     assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
     return a
+
+
+def sent_in_background(
+    request: Callable[[dict[str, Any]], httpx.Response],
+) -> Callable[[], httpx.Response]:
+    """`request(extensions)` in a thread of its own, returned from once httpx has sent it
+    whole (the server holds it); call the result for its answer."""
+    answers: list[httpx.Response] = []
+    sent = Sent()
+    thread = threading.Thread(target=lambda: answers.append(request(sent.extensions)))
+    thread.start()
+    assert sent.wait(30), "the long-poll was never sent"
+
+    def answer() -> httpx.Response:
+        thread.join(45)
+        [only] = answers
+        return only
+
+    return answer
 
 
 def held_call(a: httpx.Client) -> dict[str, Any]:
@@ -100,24 +120,17 @@ def test_a_long_poll_whose_token_is_withdrawn_while_it_waits_answers_401(
     server = toolops_server()
     a = agent_client(server, agent_a[1])
     held = held_call(a)
-    answers: list[httpx.Response] = []
-    sent = Sent()
 
-    def long_poll() -> None:
-        trace = sent.extensions
+    def long_poll(trace: dict[str, Any]) -> httpx.Response:
         if method == "GET":
-            answer = a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=trace)
-        else:  # the same request again: the held call, waited for
-            answer = a.post("/runs/r-a/calls", json={**HELD, "wait": 30}, extensions=trace)
-        answers.append(answer)
+            return a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=trace)
+        # The same request again: the held call, waited for.
+        return a.post("/runs/r-a/calls", json={**HELD, "wait": 30}, extensions=trace)
 
-    poller = threading.Thread(target=long_poll)
-    poller.start()
-    assert sent.wait(30), "the long-poll was never sent"
+    answer_of = sent_in_background(long_poll)
     change(agent_a[0])
-    poller.join(45)
 
-    [answer] = answers
+    answer = answer_of()
     assert answer.status_code == 401, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
     assert answer.headers["www-authenticate"] == "Bearer"
@@ -148,18 +161,11 @@ def test_a_long_poll_whose_call_is_purged_meanwhile_answers_404(
     server = toolops_server()
     a = agent_client(server, agent_a[1])
     held = held_call(a)
-    answers: list[httpx.Response] = []
-    sent = Sent()
-    poller = threading.Thread(
-        target=lambda: answers.append(
-            a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=sent.extensions)
-        )
+    answer_of = sent_in_background(
+        lambda trace: a.get(f"/calls/{held['call_id']}", params={"wait": 30}, extensions=trace)
     )
-    poller.start()
-    assert sent.wait(30), "the long-poll was never sent"
     ToolCall.objects.filter(call_id=held["call_id"]).delete()  # as retention's purge would
-    poller.join(45)
 
-    [answer] = answers
+    answer = answer_of()
     assert answer.status_code == 404, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
