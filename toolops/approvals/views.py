@@ -185,7 +185,7 @@ def _status_context(request: HtmxHttpRequest, approval: Approval) -> dict[str, A
         "call": call,
         "action": _action(approval, call, specs),
         "facts": facts.facts(spec, call.args, call.result) if call else [],
-        "consequence": consequence(approval.tool, spec),
+        "consequence": consequence(approval.tool, spec, status=approval.status),
         "undo_tool": undo_tool(spec),
         "reason_text": reason_text(approval.reason, spec),
         "reason_label": reason_label(approval.reason, approval.get_reason_display(), spec),

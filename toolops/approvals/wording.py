@@ -2,9 +2,8 @@
 199.00 for order ord-9" reads faster, and is misread less, than a JSON object. The args
 themselves are always shown next to it; this is a summary, never the record.
 
-Whether a call "cannot be undone" is decided here, from the catalog: a tool of kind
-`irreversible` that declares a compensation (a charge that only a refund undoes) is held
-for its effect, but it is not said to be beyond undoing."""
+Whether a call can be undone is said by the catalog's one wording
+(toolops/tools/reversibility.py), here as everywhere else."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from toolops.tools.reversibility import approval_consequence, reversibility
 from toolops.tools.spec import ToolSpec
 from traces.services import redact
 
@@ -20,7 +20,7 @@ GENERIC_ARGS = 3
 VALUE_MAX = 40
 
 REASONS = {
-    "irreversible": "The tool cannot be undone, so a person approves each call.",
+    "irreversible": "The tool acts on the outside world at once, so a person approves each call.",
     "policy": "The tool's policy says a person approves each call.",
     "possible_duplicate": (
         "The same call, with the same args, was made in another run of this session: "
@@ -102,29 +102,19 @@ def undo_tool(spec: ToolSpec | None) -> str:
 
 
 def reason_text(reason: str, spec: ToolSpec | None = None) -> str:
-    """Why the call waits for a person, as a sentence."""
-    undo = undo_tool(spec)
-    if reason == "irreversible" and undo:
-        return (
-            f"The tool acts at once on the outside world (only {undo} can undo it), so a "
-            "person approves each call."
-        )
+    """Why the call waits for a person, as a sentence (whether it can be undone is said
+    once, by `consequence`)."""
     return REASONS.get(reason, reason)
 
 
 def reason_label(reason: str, label: str, spec: ToolSpec | None = None) -> str:
-    """The reason's badge: "cannot be undone" only for a tool with no undo."""
-    if reason == "irreversible" and undo_tool(spec):
-        return f"undone only by {undo_tool(spec)}"
+    """The reason's badge; for an irreversible tool, whether and how it can be undone in
+    the catalog's one wording (tools/reversibility.py)."""
+    if reason == "irreversible" and spec is not None:
+        return reversibility(spec.name, spec).label
     return label
 
 
-def consequence(tool: str, spec: ToolSpec | None) -> str:
-    """What Approve does, and whether an undo exists and which, in one sentence."""
-    undo = undo_tool(spec)
-    runs = f"Approve runs {tool} now."
-    if undo:
-        return f"{runs} If the run is later abandoned, ToolOps undoes it with {undo}."
-    if spec is not None and spec.kind != "irreversible":
-        return f"{runs} ToolOps registers no undo for it."
-    return f"{runs} It cannot be undone."
+def consequence(tool: str, spec: ToolSpec | None, *, status: str = "pending") -> str:
+    """What Approve does (or, decided, did), and whether an undo exists and which."""
+    return approval_consequence(tool, spec, status=status)

@@ -6,8 +6,8 @@ come from the catalog (toolops/tools/facts.py), redacted."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -16,10 +16,13 @@ from compensations.models import Ticket
 from toolops.approvals.models import Approval
 from toolops.models import CircuitBreaker, ToolCall
 from toolops.notify.models import Kind, NotificationEvent
+from toolops.templatetags.when import moment
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.facts import facts, title
+from toolops.tools.reversibility import reversibility
 from toolops.tools.spec import ToolSpec
+from toolops.tools.wording import error_sentence
 
 
 @dataclass
@@ -32,6 +35,29 @@ class Content:
 
 class Moot(Exception):
     """Nothing to tell any more; the message says why (kept on the event)."""
+
+
+# Each kind's subject reads "<what happened>: <to what>"; a message that folds several
+# events of one kind counts them with these words (`counted`).
+COUNTED = {
+    Kind.APPROVAL_WAITING: "approvals wait",
+    Kind.APPROVAL_EXPIRING: "approvals expire unless decided",
+    Kind.TICKET_OPENED: "tickets opened",
+    Kind.TICKET_UNASSIGNED: "tickets wait with nobody on them",
+    Kind.BREAKER_OPENED: "tools switched off",
+}
+
+
+def counted(events: Sequence[NotificationEvent]) -> str:
+    """One subject for events folded into one message, counting them and naming the
+    first: "3 approvals wait: Charge 89.00 EUR … and 2 more"."""
+    first = events[0].subject
+    if len(events) == 1:
+        return first
+    kinds = {event.kind for event in events}
+    noun = COUNTED.get(events[0].kind, "things need you") if len(kinds) == 1 else ""
+    what = first.split(": ", 1)[-1] if noun else first
+    return f"{len(events)} {noun or 'things need you'}: {what} and {len(events) - 1} more"
 
 
 def absolute(path: str) -> str:
@@ -62,17 +88,6 @@ def _spec_title(call: ToolCall) -> tuple[str, list[tuple[str, str]]]:
     return title(spec, call.args, call.result, tool=call.tool), facts(spec, call.args, call.result)
 
 
-def time_left(until: datetime) -> str:
-    seconds = int((until - timezone.now()).total_seconds())
-    if seconds <= 0:
-        return "no time"
-    if seconds < 120:
-        return f"{seconds} seconds"
-    if seconds < 7200:
-        return f"{seconds // 60} minutes"
-    return f"{seconds // 3600} hours"
-
-
 def _approval(event: NotificationEvent) -> Content:
     approval = Approval.objects.select_related("run__agent").filter(approval_id=event.ref).first()
     call = ToolCall.objects.filter(approval=approval).first() if approval else None
@@ -83,26 +98,20 @@ def _approval(event: NotificationEvent) -> Content:
     if approval.expires_at <= timezone.now():
         raise Moot("The approval expired before it was sent.")
     heading, pairs = _spec_title(call)
-    left = f"{time_left(approval.expires_at)} left"
+    # Absolute: the message may be read an hour later, when "2 minutes left" is false.
+    by = moment(approval.expires_at)
     agent = approval.run.agent.name
+    said = reversibility(call.tool, _spec(call.tool)).sentence
     if event.kind == Kind.APPROVAL_EXPIRING:
-        subject = f"Expiring soon ({left}): {heading}"
+        subject = f"Expires {by}: {heading}"
         text = (
             f"Agent {agent} still waits for a decision on this call; it is refused unless "
-            f"someone decides ({left})."
+            f"someone decides by {by}. {said}"
         )
     else:
         subject = f"Approval waiting: {heading}"
-        text = (
-            f"Agent {agent} asks to run this call and waits for a decision ({left}): "
-            f"{approval.get_reason_display()}."
-        )
-    pairs = [
-        ("Tool", call.tool),
-        *pairs,
-        ("Agent", agent),
-        ("Time left", time_left(approval.expires_at)),
-    ]
+        text = f"Agent {agent} asks to run this call and waits for a decision until {by}. {said}"
+    pairs = [("Tool", call.tool), *pairs, ("Agent", agent), ("Decide by", by)]
     return Content(subject, text, absolute(f"/console/approvals/{approval.approval_id}/"), pairs)
 
 
@@ -123,34 +132,27 @@ def _ticket(event: NotificationEvent) -> Content:
         f"Not made: {undo_title}. It was to undo: {done}. Until someone retries it or "
         "settles it by hand, the customer is left with what was done."
     )
-    if event.kind == Kind.TICKET_UNASSIGNED:
-        waited = time_since(ticket.opened_at)
-        subject = f"Ticket #{ticket.pk}, {waited} with nobody on it: {undo_title} was not made"
-    else:
-        subject = f"Ticket #{ticket.pk}: {undo_title} was not made"
+    nobody = " with nobody on it" if event.kind == Kind.TICKET_UNASSIGNED else ""
+    subject = f"Ticket #{ticket.pk}{nobody}: {undo_title} was not made"
     pairs = [("Not made", undo_title), ("It undoes", done), ("Run", ticket.run.run_id)]
+    pairs.append(("Open since", moment(ticket.opened_at)))
     if undo.last_error:
-        pairs.append(("Last error", undo.last_error[:200]))
+        plain = error_sentence(undo.last_error, tool=undo.tool, spec=_spec(undo.tool))
+        pairs.append(("Last error", plain[:200]))
     return Content(subject, text, absolute(f"/console/tickets/{ticket.pk}/"), pairs)
-
-
-def time_since(moment: datetime) -> str:
-    minutes = int((timezone.now() - moment).total_seconds() // 60)
-    if minutes < 120:
-        return f"{minutes} minutes"
-    return f"{minutes // 60} hours"
 
 
 def _breaker(event: NotificationEvent) -> Content:
     breaker = CircuitBreaker.objects.filter(tool=event.ref).first()
     if breaker is None or breaker.state == CircuitBreaker.State.CLOSED:
         raise Moot("The tool was back in service before it was sent.")
-    subject = f"Tool {breaker.tool} switched off: {breaker.reason or 'too many failures'}"
+    why = breaker.reason or "too many failures"
+    subject = f"Tool switched off: {breaker.tool}, after {why}"
     text = (
         f"Calls to {breaker.tool} are refused for now (its circuit breaker opened after "
         f"{breaker.reason or 'too many failures'}); it is tried again after the cool-down."
     )
     pairs = [("Tool", breaker.tool), ("Why", breaker.reason or "too many failures")]
     if breaker.open_until:
-        pairs.append(("Tried again", f"in {time_left(breaker.open_until)}"))
+        pairs.append(("Tried again", f"from {moment(breaker.open_until)}"))
     return Content(subject, text, absolute("/console/health/"), pairs)

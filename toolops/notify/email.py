@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 
 from toolops.notify.clean import header_value, one_line
+from toolops.notify.content import counted
 from toolops.notify.models import NotificationEvent
 
 
@@ -24,9 +25,7 @@ class SendFailed(Exception):
 
 
 def subject(events: Sequence[NotificationEvent]) -> str:
-    if len(events) == 1:
-        return header_value(f"[ToolOps] {events[0].subject}")
-    return header_value(f"[ToolOps] {len(events)} things need you: {events[0].subject}")
+    return header_value(f"[ToolOps] {counted(events)}")
 
 
 def body(events: Sequence[NotificationEvent], links: dict[int, str] | None = None) -> str:

@@ -37,6 +37,13 @@ def when(value: datetime | None, precision: str = "minutes", empty: str = "—")
     )
 
 
+def moment(value: datetime) -> str:
+    """An absolute time for text read later (an e-mail, a chat message): "7 Dec 2026,
+    14:05 UTC". It stays true however late it is read, unlike "in 2 min"."""
+    utc = value.astimezone(UTC)
+    return f"{utc.day} {utc:%b %Y, %H:%M} UTC"
+
+
 def waited(since: datetime, now: datetime) -> str:
     """A wait as people say it: "just now", "2 min", "1 h 5 min", "3 days"."""
     minutes = int(max(0.0, (now - since).total_seconds()) // 60)

@@ -41,7 +41,7 @@ def test_a_charge_reads_by_its_facts_and_says_which_undo_exists(
     facts = page[page.index('class="facts call-facts"') :]
     assert "<dt>Currency</dt><dd>EUR</dd>" in facts and "<dt>Customer</dt><dd>cus_42</dd>" in facts
     assert "Approve runs charge now." in page
-    assert "If the run is later abandoned, ToolOps undoes it with refund." in page
+    assert "Only refund can undo charge: ToolOps runs it if the run is abandoned." in page
     assert "cannot be undone" not in page
     assert "Waiting <time" in page and "just now" in page
     # The ids stay visible (API.md), the raw args and the jargon are folded away.
@@ -76,7 +76,10 @@ def test_a_tool_without_an_undo_says_it_cannot_be_undone(
     page = logged_in(reviewer).get(url(approval)).content.decode()
 
     assert "Send a message to [redacted email]" in page
-    assert "Approve runs send_notification now. It cannot be undone." in page
+    assert (
+        "Approve runs send_notification now. send_notification cannot be undone: nothing "
+        "takes it back once it has run." in page
+    )
     assert "cannot be undone</span>" in page  # the reason's badge
 
 

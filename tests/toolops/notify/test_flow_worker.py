@@ -27,6 +27,7 @@ from toolops.models import (
     ToolCall,
 )
 from toolops.notify import events
+from toolops.templatetags.when import moment
 
 from .receivers import SmtpServer, WebhookReceiver
 
@@ -89,7 +90,12 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
     approval = Approval.objects.get()
     link = f"{PUBLIC}/console/approvals/{approval.approval_id}/"
     assert mail["Subject"] == f"[ToolOps] Approval waiting: {TITLE}"
-    assert link in text and "agent-a" in text and "minutes left" in text
+    assert link in text and "agent-a" in text
+    # An absolute deadline, true whenever the message is read; never "2 minutes left".
+    by = moment(approval.expires_at)
+    assert f"waits for a decision until {by}" in text and f"Decide by: {by}" in text
+    assert "left" not in text.replace("left with", "")
+    assert "Only refund can undo charge: ToolOps runs it if the run is abandoned." in text
     assert "Customer: cus_42" in text and "Currency: EUR" in text
     [webhook] = hook.hooks
     assert webhook.signed
@@ -164,7 +170,11 @@ def test_a_burst_is_one_message_and_a_failing_webhook_is_shown_failed(
 
     [mail] = smtp.messages
     text = mail.get_content()
-    assert mail["Subject"].startswith("[ToolOps] 3 things need you")
+    # The subject counts what the message holds and names the first.
+    assert re.fullmatch(
+        r"\[ToolOps\] 3 approvals wait: Charge 199\.00 EUR .* for order ord-\d and 2 more",
+        mail["Subject"],
+    )
     for n in range(3):
         assert f"for order ord-{n}" in text
     assert len(re.findall(r"/console/approvals/ap-", text)) == 3
