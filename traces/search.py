@@ -1,7 +1,9 @@
 """The search index of business keys: what a person has (an order id, a charge id, a
 customer's e-mail) finds the run that used it, though the value is stored nowhere plain.
 
-A catalog tool names its `searchable` fields (tools/spec.py); when a call's result is
+A catalog tool names its `searchable` fields (tools/spec.py), and its business key, its
+customer's contact and its displayed facts are searched too (`search_paths`: what a
+person reads on an approval or a ticket — a customer id — finds the run); when a call's result is
 recorded (and, for a call held for a reviewer, when it is held), each such field's value —
 from the full args first, then the full result, as tools/facts.py reads them, before
 redaction — is normalized and kept only as an HMAC-SHA256 under the search key (SearchKey
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -52,6 +55,33 @@ def is_email(text: str) -> bool:
     return "@" in text
 
 
+# A displayed fact is indexed only when its value names something — letters and digits
+# mixed (cus_4821, ord_7bd0, D9) or an e-mail address: an amount, a quantity or a
+# currency code would find every run.
+NAMES_SOMETHING = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])|@")
+
+
+def search_paths(spec: ToolSpec | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fields of `spec`'s calls that find their run: those indexed whatever their
+    value (`searchable`, the business key, the contact), and the displayed facts, indexed
+    when their value names something."""
+    if spec is None:
+        return (), ()
+    named = tuple(dict.fromkeys((*spec.searchable, *spec.business_key, *spec.contact)))
+    return named, tuple(p for p in spec.display if p not in named)
+
+
+def searches(spec: ToolSpec | None) -> bool:
+    """Whether `spec`'s calls write index rows at all (a cheap look, on every record)."""
+    return spec is not None and bool(
+        spec.searchable or spec.business_key or spec.contact or spec.display
+    )
+
+
+def _fact_names_something(text: str) -> bool:
+    return NAMES_SOMETHING.search(text) is not None
+
+
 @lru_cache(maxsize=4)
 def _search_key(secret: str) -> bytes:
     # One HMAC under the secret with a fixed label is a KDF in its own right (as the span
@@ -70,14 +100,17 @@ def search_keys(call: ToolCall, spec: ToolSpec | None) -> list[SearchKey]:
     fields: no look at the args at all). Reads the full args and result this process
     holds in memory (traces/vault.py); a value the vault could not give back is a mark of
     redaction, and is left out."""
-    if spec is None or not spec.searchable:
+    named, facts = search_paths(spec)
+    if not named and not facts:
         return []
     args, _ = args_read(call)
     result, _ = result_read(call)
     keys, seen = [], set()
-    for path in spec.searchable:
+    for path in (*named, *facts):
         text = normalized(field_value(args, result, path))
         if text is None or (path, text) in seen:
+            continue
+        if path not in named and not _fact_names_something(text):
             continue
         seen.add((path, text))
         keys.append(SearchKey(run_id=call.run_id, call=call, field=path, digest=digest(text)))

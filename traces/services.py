@@ -28,7 +28,7 @@ from .otel import exporting as spans_exporting  # noqa: F401
 
 # The search index (search.py): the HMACs of a call's searchable values, written by the
 # executor with the call's result.
-from .search import search_keys, search_keys_save  # noqa: F401
+from .search import search_keys, search_keys_save, searches  # noqa: F401
 from .sensitive import redact  # noqa: F401
 from .spans import (  # noqa: F401
     attempts_export,

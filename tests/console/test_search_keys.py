@@ -82,7 +82,8 @@ def test_a_customers_email_finds_their_runs_though_it_is_stored_redacted(
     assert "An e-mail address in 2 runs" in page
     assert "<code>r-first</code>" in page and "<code>r-second</code>" in page
     assert "r-someone-else" not in page
-    assert "e-mail (matched privately) in call charge" in page
+    # The e-mail is in both calls' args: the earliest, the order, names it.
+    assert "e-mail (matched privately) in call create_order" in page
     # Shown back only in the search box, as typed; never from the index or the calls.
     assert page.lower().count(EMAIL.lower()) == 1 and 'value="ann.lee@EXAMPLE.com"' in page
 
@@ -116,7 +117,8 @@ def test_the_index_goes_with_its_run(buy: Callable[..., dict[str, Any]]) -> None
 
 def test_a_tool_without_searchable_fields_writes_no_index_row(api: APIClient, shop: Shop) -> None:
     start_run(api)
-    call_ok(api, step_index=0, tool="reserve_stock", args={"sku": "A12", "qty": 1})
+    # query_stock names no searchable field, business key, contact or displayed fact.
+    call_ok(api, step_index=0, tool="query_stock", args={"sku": "A12"})
 
     assert not SearchKey.objects.exists()
 
@@ -137,12 +139,18 @@ def test_searchable_fields_add_no_statement_on_postgresql_and_one_elsewhere(
 ) -> None:
     allow_without_approval("create_order")
     indexed = statements_of_an_order(api, "r-indexed")
-    # The order id and client_reference (from the result), the e-mail (from the args).
-    assert SearchKey.objects.filter(run__run_id="r-indexed").count() == 3
+    # The order id and client_reference (from the result), the e-mail (from the args),
+    # and the displayed facts that name something: the sku and the customer.
+    fields = SearchKey.objects.filter(run__run_id="r-indexed").values_list("field", flat=True)
+    assert sorted(fields) == ["client_reference", "customer", "email", "order_id", "sku"]
 
     # The same tool, its searchable fields taken away.
     plain = write_catalog(shop.url).read_text()
     plain = plain.replace('searchable = ["order_id", "client_reference", "email"]\n', "", 1)
+    plain = plain.replace(
+        'display = ["sku", "qty", "amount", "currency", "customer", "order_id"]\n', "", 1
+    )
+    plain = plain.replace('contact = ["email"]', "", 1)
     catalog = write_catalog(shop.url)
     catalog.write_text(plain)
     settings.TOOLOPS_TOOLS_FILE = str(catalog)
@@ -244,10 +252,9 @@ def test_a_reads_searchable_values_are_written_with_the_read(
     assert "A business key in 2 runs" in page
     assert f"order id {order_id} in call look_up_order" in page
     assert f"order id {order_id} in call create_order" in page
-    # The sku is the result's: found too, in the read only.
-    assert reviewer_client.get("/console/search/", {"q": "A12"})["Location"].startswith(
-        f"/console/runs/{ToolCall.objects.get(tool='look_up_order').run_id}/#call-"
-    )
+    # The sku is the read's result's (and the order's displayed fact): both runs.
+    by_sku = reviewer_client.get("/console/search/", {"q": "A12"}).content.decode()
+    assert "sku A12 in call look_up_order" in by_sku and "sku A12 in call create_order" in by_sku
 
 
 def test_an_email_in_more_runs_than_a_page_lists_the_latest_and_counts_the_rest(

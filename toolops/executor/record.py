@@ -38,7 +38,7 @@ def record(execution: Execution, *, insert: bool) -> bool:
     also = [undo] if undo is not None and not undo.problem else []
     # The call's searchable values, by HMAC (traces/search.py): a tool without searchable
     # fields has none, and its record costs nothing more.
-    keys = traces.search_keys(call, execution.spec) if execution.spec.searchable else []
+    keys = traces.search_keys(call, execution.spec) if traces.searches(execution.spec) else []
     # Counters live on the run row only for limited runs; the result's own statement
     # settles them (budget.py).
     charge = None

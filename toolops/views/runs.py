@@ -17,7 +17,7 @@ from toolops.dbconn import custom_plans
 from toolops.forms import AbortRunForm, RunFilterForm
 from toolops.idle import idle_text
 from toolops.models import Run, ToolCall
-from toolops.permissions import console_required, require_run_aborter
+from toolops.permissions import can_review, console_required, require_run_aborter
 from toolops.summary import ABORT_STATES, abort_text, run_summary
 from toolops.views.common import HtmxHttpRequest, first_sentence, page_context
 from traces.console import search as run_search
@@ -166,6 +166,8 @@ def search(request: HtmxHttpRequest) -> HttpResponse:
     results = run_search.run_search(q)
     one = results.single()
     if one is not None:
+        if one.approval and can_review(request.user):
+            return redirect("console:approval", approval_id=one.approval)
         if one.call is None:
             return redirect("console:run-detail", pk=one.run.pk)
         return redirect(call_page_url(one.call))

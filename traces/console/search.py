@@ -2,7 +2,8 @@
 
 In this order, each kind of match listed apart, the most recent runs first:
 1. an exact id: a run's run_id or trace_id, a call's tool_call_id, call_id or idempotency
-   key (API.md: one run found so → its page);
+   key (API.md: one run found so → its page), an approval's id (→ the approval's page
+   for a reviewer, else its call);
 2. a value a catalog tool marks `searchable` (an order id, a charge id, a customer's
    e-mail), by the HMAC of the query in the search index (traces/search.py): nothing is
    compared in plain;
@@ -66,6 +67,7 @@ class Match:
     run: Run
     what: str  # what matched, in words: "order id ord_1 in call charge"
     call: ToolCall | None = None  # the call it matched in, where the page can land
+    approval: str = ""  # the approval id the query named: a reviewer lands on its page
 
 
 @dataclass
@@ -121,6 +123,22 @@ def _exact_runs(q: str) -> list[Group]:
         matches = [Match(r, name) for r in runs[:LIMIT]]
         groups.append(Group(title, matches, more=-1 if len(runs) > LIMIT else 0, exact=True))
     return groups
+
+
+def _exact_approval(q: str) -> list[Group]:
+    """The approval whose id is `q` (unique), as a match in the call it holds."""
+    if not q.startswith("ap-"):  # every approval id does (approvals/models.py)
+        return []
+    call = (
+        ToolCall.objects.filter(approval__approval_id=q)
+        .select_related("run__agent")
+        .only("call_id", "tool_call_id", "tool", "created_at", *(f"run__{f}" for f in RUN_FIELDS))
+        .first()
+    )
+    if call is None:
+        return []
+    match = Match(call.run, f"approval of call {call.tool}", call, approval=q)
+    return [Group(f"approval {q}", [match], exact=True)]
 
 
 def _call_field(call: ToolCall, q: str) -> str:
@@ -188,9 +206,10 @@ def _index(q: str) -> list[Group]:
             "call__run_id",
             *(f"run__{f}" for f in RUN_FIELDS),
         )
-        .order_by("-run__created_at", "-run_id", "-call__created_at")
+        .order_by("-run__created_at", "-run_id", "call__created_at", "call_id")
     )
-    # A value is in a few calls of a run (an order id: the order, the charge, the undo).
+    # A value is in a few calls of a run (an order id: the order, the charge, the undo):
+    # the earliest is the one that made it (the order), where the page lands.
     fetched = list(keys[: LIMIT * 4])
     matches: dict[int, Match] = {}
     for key in fetched:
@@ -227,7 +246,7 @@ def _run_id_parts(q: str, shown: set[int]) -> list[Group]:
 def run_search(q: str) -> Results:
     """Every kind of match for the checked query `q` (see the module's docstring)."""
     results = Results(q)
-    results.groups += _exact_runs(q) + _exact_calls(q)
+    results.groups += _exact_runs(q) + _exact_calls(q) + _exact_approval(q)
     results.groups += _index(q)
     if len(q) >= MIN_PART:
         results.groups += _run_id_parts(q, results.runs())

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from toolops.models import ToolCall
 from toolops.tools import registry
-from traces.search import reindex
+from traces.search import reindex, searches
 
 
 class Command(BaseCommand):
@@ -30,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, batch_size: int, **options: Any) -> None:
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
-        specs = {s.name: s for s in registry.load().values() if s.searchable}
+        specs = {s.name: s for s in registry.load().values() if searches(s)}
         calls = (
             ToolCall.objects.filter(tool__in=specs)
             .exclude(status__in=ToolCall.WAITING)
