@@ -28,11 +28,12 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
+    Min,
     Q,
     Sum,
     Value,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -54,6 +55,9 @@ from .models import ReplayCount
 # from its release by a reviewer (the approval wait is toolops_approval_wait_seconds).
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 APPROVAL_WAIT_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14400.0, 86400.0)
+# toolops_approvals_expiring: the notifications' "about to expire" horizon
+# (toolops/notify/watch.py EXPIRING_MAX), so an alert and a reviewer's notice agree.
+APPROVAL_EXPIRING = timedelta(minutes=5)
 
 # toolops_breaker_state
 CLOSED, HALF_OPEN, OPEN = 0, 1, 2
@@ -106,6 +110,18 @@ def _seconds(value: timedelta | None) -> float:
     return value.total_seconds() if value is not None else 0.0
 
 
+def _age(oldest: str, *, among: Q | None = None) -> ExpressionWrapper:
+    """How long ago the oldest `oldest` of the rows (`among` them) was, by the database's
+    clock, the one every process shares (toolops/dbclock.py). No rows: NULL, shown as 0."""
+    return ExpressionWrapper(Now() - Min(oldest, filter=among), output_field=DurationField())
+
+
+def _age_seconds(value: timedelta | None) -> float:
+    # A row stamped by a process clock a little ahead of the database's is not from the
+    # future: it is new.
+    return max(_seconds(value), 0.0)
+
+
 def _histogram_aggregates(
     seconds: ExpressionWrapper, bounds: tuple[float, ...]
 ) -> dict[str, Count]:
@@ -136,12 +152,8 @@ class ToolOpsCollector:
         yield self._attempts(tools)
         yield self._replays(tools)
         yield self._breakers(tools)
-        yield self._unknown(tools)
-        yield GaugeMetricFamily(
-            "toolops_dead_letters_open",
-            "Dead-lettered compensations whose support ticket is open.",
-            value=Ticket.objects.open().count(),
-        )
+        yield from self._unknown(tools)
+        yield from self._dead_letters()
         yield from self._approvals()
         yield self._notifications_failed()
 
@@ -241,29 +253,59 @@ class ToolOpsCollector:
             family.add_metric([tool], level)
         return family
 
-    def _unknown(self, tools: list[str]) -> Metric:
+    def _unknown(self, tools: list[str]) -> Iterator[Metric]:
+        # The oldest one's age in the same grouped read: the rows are read for the count.
         rows = (
             ToolCall.objects.agent_calls()
             .filter(status=ToolCall.Status.UNKNOWN)
             .order_by()
             .annotate(label=tool_label_sql(tools))
             .values_list("label")
-            .annotate(n=Count("pk"))
+            .annotate(n=Count("pk"), age=_age("created_at"))
         )
-        counts = dict.fromkeys(tools, 0) | dict(rows)
+        found = {label: (n, _age_seconds(age)) for label, n, age in rows}
+        counts = dict.fromkeys(tools, (0, 0.0)) | found
         family = GaugeMetricFamily(
             "toolops_unknown_calls",
             "Agents' calls whose outcome is unknown now (waiting to be reconciled or settled).",
             labels=["tool"],
         )
-        for tool, n in sorted(counts.items()):
+        oldest = GaugeMetricFamily(
+            "toolops_unknown_calls_oldest_age_seconds",
+            "Seconds since the oldest of a tool's calls with an unknown outcome was made "
+            "(0: none).",
+            labels=["tool"],
+        )
+        for tool, (n, age) in sorted(counts.items()):
             family.add_metric([tool], n)
-        return family
+            oldest.add_metric([tool], age)
+        yield family
+        yield oldest
+
+    def _dead_letters(self) -> Iterator[Metric]:
+        # One read on the (status, opened_at) index: the count and the oldest together.
+        row = Ticket.objects.open().aggregate(n=Count("pk"), age=_age("opened_at"))
+        yield GaugeMetricFamily(
+            "toolops_dead_letters_open",
+            "Dead-lettered compensations whose support ticket is open.",
+            value=row["n"],
+        )
+        yield GaugeMetricFamily(
+            "toolops_dead_letters_oldest_age_seconds",
+            "Seconds since the oldest open support ticket was opened (0: none open).",
+            value=_age_seconds(row["age"]),
+        )
 
     def _approvals(self) -> Iterator[Metric]:
         wait = _between("decided_at", "created_at")
+        pending = Q(status=Approval.Status.PENDING)
+        # Past its time too, until the worker ends it (within a minute), as the home counts.
+        expiring = Q(expires_at__lte=Now() + APPROVAL_EXPIRING)
+        # The pending figures ride on the histogram's read of the table: no query more.
         row = Approval.objects.aggregate(
-            pending=Count("pk", filter=Q(status=Approval.Status.PENDING)),
+            pending=Count("pk", filter=pending),
+            expiring=Count("pk", filter=pending & expiring),
+            oldest=_age("created_at", among=pending),
             decided=Count("pk", filter=Q(decided_at__isnull=False)),
             seconds=Sum(wait),
             **_histogram_aggregates(wait, APPROVAL_WAIT_BUCKETS),
@@ -272,6 +314,17 @@ class ToolOpsCollector:
             "toolops_approvals_pending",
             "Calls waiting for a reviewer's decision.",
             value=row["pending"],
+        )
+        yield GaugeMetricFamily(
+            "toolops_approvals_oldest_age_seconds",
+            "Seconds the oldest pending approval has waited (0: none pending).",
+            value=_age_seconds(row["oldest"]),
+        )
+        yield GaugeMetricFamily(
+            "toolops_approvals_expiring",
+            "Pending approvals that expire within 5 minutes unless someone decides (or "
+            "have expired, until the worker ends them).",
+            value=row["expiring"],
         )
         waits = HistogramMetricFamily(
             "toolops_approval_wait_seconds",
