@@ -37,11 +37,12 @@ USER = "bench-flat-console"
 
 # (key, label, path): {run}, {call}, {key}, {agent} filled from the loaded call.
 PAGES = (
-    ("runs", "runs list, first page", "/console/"),
-    ("runs_page_20", "runs list, page 20", "/console/?page=20"),
-    ("runs_status", "runs list, status=running", "/console/?status=running"),
-    ("runs_agent", "runs list, one agent", "/console/?agent={agent}"),
-    ("runs_q", "runs list, q=run_id", "/console/?q={run}"),
+    ("home", "home: what needs attention", "/console/"),
+    ("runs", "runs list, first page", "/console/runs/"),
+    ("runs_page_20", "runs list, page 20", "/console/runs/?page=20"),
+    ("runs_status", "runs list, status=running", "/console/runs/?status=running"),
+    ("runs_agent", "runs list, one agent", "/console/runs/?agent={agent}"),
+    ("runs_q", "runs list, q=run_id", "/console/runs/?q={run}"),
     ("unknown", "unknown calls list", "/console/unknown/"),
     ("approvals", "approvals queue", "/console/approvals/"),
     ("tickets", "tickets list", "/console/tickets/"),

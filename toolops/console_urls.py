@@ -8,8 +8,9 @@ from traces.views import metrics as traces_metrics
 from traces.views import timeline as traces_timeline
 
 from .approvals import views as approvals
+from .notify import hook_views as webhooks
 from .notify import views as notify
-from .views import accounts, agents, audit, health, login, runs, tools, unknown
+from .views import accounts, agents, audit, health, home, login, runs, tools, unknown
 
 app_name = "console"
 
@@ -23,7 +24,11 @@ urlpatterns = [
     path("lockouts/", accounts.lockout_list, name="lockouts"),
     path("lockouts/unlock/", accounts.lockout_unlock, name="lockout-unlock"),
     path("agents/", agents.agent_list, name="agents"),
-    path("", runs.run_list, name="runs"),
+    # What needs the person now, by their role (toolops/views/home.py); the nav's live
+    # counts, polled by every page (templates/console/_nav_counts.html).
+    path("", home.home, name="home"),
+    path("nav/counts/", home.nav_counts, name="nav-counts"),
+    path("runs/", runs.run_list, name="runs"),
     # The run page is the run's timeline (traces/); a call's deep link lands on it.
     path("runs/<int:pk>/", traces_timeline.run_timeline, name="run-detail"),
     path("calls/<str:call_id>/", traces_timeline.call_detail, name="call"),
@@ -52,4 +57,9 @@ urlpatterns = [
     path("account/notifications/", notify.profile, name="account-notifications"),
     path("notifications/", notify.outbox, name="notifications"),
     path("notifications/<int:pk>/retry/", notify.outbox_retry, name="notification-retry"),
+    # Where each group's chat messages go: the environment's, and those added here.
+    path("notifications/webhooks/", webhooks.webhook_list, name="webhooks"),
+    path("notifications/webhooks/add/", webhooks.webhook_add, name="webhook-add"),
+    path("notifications/webhooks/test/", webhooks.webhook_test, name="webhook-test"),
+    path("notifications/webhooks/<int:pk>/remove/", webhooks.webhook_remove, name="webhook-remove"),
 ]

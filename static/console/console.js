@@ -74,11 +74,9 @@
   connect();
 })();
 
-// Keyboard shortcuts on the reviewer pages. The queue: j / k move a highlighted row
-// down / up, Enter opens it. An approval's page: a puts focus on Approve (a again, or
-// Enter, approves: never one stray key), r puts focus in "Why reject" — a rejection needs
-// a note — where Ctrl+Enter rejects after a confirm, and Esc leaves it. Enter in a note
-// is a new line, never a decision. Keys typed into a field belong to the field.
+// Keyboard shortcuts on the reviewer queue: j / k move a highlighted row down / up, Enter
+// opens it. Keys typed into a field belong to the field. (An approval's page has keys of
+// its own, none of which decides: static/approvals/decide.js.)
 (function () {
   "use strict";
   let selectedId = null;  // the highlighted row, kept across the table's live refreshes
@@ -134,49 +132,9 @@
       }
     }
   }
-  function onDecide(decide, event) {
-    if (event.key === "a") {
-      const approve = decide.querySelector("button[value=approve]");
-      event.preventDefault();
-      if (document.activeElement === approve) { approve.click(); } else { approve.focus(); }
-    } else if (event.key === "r") {
-      event.preventDefault();
-      decide.querySelector(".reject-form textarea[name=note]").focus();
-    }
-  }
-  // In "Why reject": Ctrl+Enter (or Cmd+Enter) rejects, once confirmed. The note is in the
-  // reject form only: Approve, in its own form, can never send it.
-  function rejectFromNote(note, event) {
-    event.preventDefault();
-    const form = note.form;
-    if (!note.value.trim()) {
-      note.setAttribute("aria-invalid", "true");
-      return;
-    }
-    note.removeAttribute("aria-invalid");
-    if (window.confirm("Reject this call? The agent is told: " + note.value.trim())) {
-      form.requestSubmit(form.querySelector("button[value=reject]"));
-    }
-  }
-
   document.addEventListener("keydown", function (event) {
-    const decide = document.querySelector("[data-shortcuts=decide]");
-    const inReject = decide && event.target.closest && event.target.closest(".reject-form");
-    if (inReject && event.target.tagName === "TEXTAREA" && event.key === "Enter" &&
-        (event.ctrlKey || event.metaKey)) {
-      rejectFromNote(event.target, event);
-      return;
-    }
-    if (event.ctrlKey || event.metaKey || event.altKey) { return; }
-    if (typing(event.target)) {
-      if (event.key === "Escape" && decide && decide.contains(event.target)) { event.target.blur(); }
-      return;
-    }
-    if (document.querySelector("[data-shortcuts=queue]")) {
-      onQueue(event);
-    } else if (decide) {
-      onDecide(decide, event);
-    }
+    if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) { return; }
+    if (document.querySelector("[data-shortcuts=queue]")) { onQueue(event); }
   });
 })();
 
@@ -305,5 +263,26 @@
     const submitter = event.submitter;
     const question = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
     if (question && !window.confirm(question)) { event.preventDefault(); }
+  });
+})();
+
+// The menu's counts (Unknown outcomes, Approvals, Tickets) follow on every page without a
+// reload: every 15 s the menu asks its data-counts URL, whose answer htmx swaps in, each
+// count in place of its namesake (out-of-band swaps: templates/console/_nav_counts.html).
+// Not while the tab is hidden; shown again after a while, it asks at once.
+(function () {
+  "use strict";
+  const nav = document.querySelector("nav[data-counts]");
+  if (!nav || !window.htmx) { return; }
+  const EVERY_MS = 15000;
+  let askedAt = Date.now();
+  function ask() {
+    if (document.hidden) { return; }
+    askedAt = Date.now();
+    htmx.ajax("GET", nav.dataset.counts, { source: nav, swap: "none" });
+  }
+  setInterval(ask, EVERY_MS);
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && Date.now() - askedAt >= EVERY_MS) { ask(); }
   });
 })();

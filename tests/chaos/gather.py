@@ -184,10 +184,12 @@ def db_texts() -> dict[str, str]:
 
 
 def pages(reviewer: Reviewer, world: World) -> dict[str, str]:
-    """A few console pages a person opens: the runs list, notification calls' pages."""
+    """A few console pages a person opens: the home, the runs list, notification calls'
+    pages."""
     from toolops.models import ToolCall
 
-    paths = ["/console/", "/console/approvals/", "/console/tickets/", "/console/unknown/"]
+    paths = ["/console/", "/console/runs/", "/console/approvals/", "/console/tickets/"]
+    paths += ["/console/unknown/"]
     notes = ToolCall.objects.filter(tool="send_notification").select_related("run")[:5]
     paths += [f"/console/calls/{c.call_id}/" for c in notes]
     paths += [f"/console/runs/{c.run_id}/" for c in notes]

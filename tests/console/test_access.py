@@ -135,3 +135,21 @@ def test_it_answers_the_permission_helpers(
     superuser.is_active = False
     assert not can_view_console(superuser)
     assert not can_settle_unknown(superuser) and not can_control_breakers(superuser)
+
+
+@pytest.mark.django_db
+def test_a_page_of_another_role_says_which_group_it_needs_and_links_home(support: Any) -> None:
+    response = logged_in(support).get("/console/approvals/")
+
+    page = response.content.decode()
+    assert response.status_code == 403
+    assert "Only reviewers may see and decide approvals." in page
+    assert 'in the group <strong class="your-groups">support</strong>' in page
+    assert '<a class="button primary" href="/console/">Go to your home page</a>' in page
+
+
+@pytest.mark.django_db
+def test_a_user_in_no_group_is_not_sent_home_to_another_403(outsider: Any) -> None:
+    page = logged_in(outsider).get("/console/").content.decode()
+
+    assert "in no console group" in page and "Go to your home page" not in page

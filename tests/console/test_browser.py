@@ -66,7 +66,7 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
 
     # A reviewer lands on her queue; the runs list is one link away, newest first.
     expect(page.get_by_role("heading", name="Approvals")).to_be_visible()
-    page.goto(f"{live_server.url}/console/")
+    page.goto(f"{live_server.url}/console/runs/")
     expect(page.get_by_role("heading", name="Runs")).to_be_visible()
     expect(page.locator("table.runs tbody tr")).to_have_count(2)
     expect(page.locator("table.runs tbody tr").first).to_contain_text("r-browser")

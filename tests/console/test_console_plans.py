@@ -88,7 +88,7 @@ def test_the_runs_list_reads_the_calls_of_its_page_only(
     explainer = Explainer()
 
     with connection.execute_wrapper(explainer):
-        response = reviewer_client.get("/console/")
+        response = reviewer_client.get("/console/runs/")
 
     assert response.status_code == 200
     page = response.context["page"]
@@ -125,7 +125,7 @@ def test_the_runs_filter_reads_indexes_not_the_call_table(
     explainer = Explainer()
 
     with connection.execute_wrapper(explainer):
-        response = reviewer_client.get("/console/", {"q": q})
+        response = reviewer_client.get("/console/runs/", {"q": q})
 
     assert response.status_code == 200
     assert {r.run_id for r in response.context["page"]} == expected
@@ -160,7 +160,7 @@ def test_the_runs_filter_is_planned_for_its_values_once_its_statements_are_prepa
     before = seq_scans()
 
     for _ in range(8):
-        response = reviewer_client.get("/console/", {"q": f"c{run.pk}-3"})
+        response = reviewer_client.get("/console/runs/", {"q": f"c{run.pk}-3"})
         assert [r.run_id for r in response.context["page"]] == ["r500"]
 
     assert seq_scans() == before

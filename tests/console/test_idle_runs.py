@@ -50,7 +50,7 @@ def test_it_flags_a_run_with_no_call_for_ten_minutes(
     ended = quiet_run(agent_a[0], "r-done", minutes=40)
     Run.objects.filter(pk=ended.pk).update(status="completed")
 
-    listed = reviewer_client.get("/console/")
+    listed = reviewer_client.get("/console/runs/")
     page = reviewer_client.get(f"/console/runs/{quiet.pk}/").content.decode()
 
     idle = {run.run_id: run.idle for run in listed.context["page"]}

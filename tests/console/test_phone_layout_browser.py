@@ -105,7 +105,8 @@ def pages_of(scene: SimpleNamespace) -> dict[str, str]:
         "ticket": f"/console/tickets/{scene.ticket.pk}/",
         "approvals": "/console/approvals/",
         "tickets": "/console/tickets/?status=all",
-        "runs": "/console/",
+        "home": "/console/",
+        "runs": "/console/runs/",
         "metrics": "/console/metrics/?window=day",
         "health": "/console/health/",
         # Every other page a person reaches from the header or a list.
@@ -119,6 +120,7 @@ def pages_of(scene: SimpleNamespace) -> dict[str, str]:
         "lockouts": "/console/lockouts/",
         "profile": "/console/account/notifications/",
         "outbox": "/console/notifications/",
+        "webhooks": "/console/notifications/webhooks/",
         "two-factor": "/console/account/two-factor/",
         "run": f"/console/runs/{scene.run.pk}/",  # last: the test goes on with it
     }

@@ -43,7 +43,7 @@ def runs(agent_a: tuple[Agent, str], agent_b: tuple[Agent, str]) -> dict[str, Ru
 def test_it_lists_runs_newest_first_with_counts_and_summary(
     reviewer_client: Client, runs: dict[str, Run]
 ) -> None:
-    response = reviewer_client.get("/console/")
+    response = reviewer_client.get("/console/runs/")
 
     assert response.status_code == 200
     assert run_ids(response) == ["r-new", "r-mid", "r-old"]
@@ -63,14 +63,14 @@ def test_it_lists_runs_newest_first_with_counts_and_summary(
 
 
 def test_it_filters_by_status(reviewer_client: Client, runs: dict[str, Run]) -> None:
-    assert run_ids(reviewer_client.get("/console/?status=running")) == ["r-mid"]
-    assert run_ids(reviewer_client.get("/console/?status=budget_exhausted")) == []
+    assert run_ids(reviewer_client.get("/console/runs/?status=running")) == ["r-mid"]
+    assert run_ids(reviewer_client.get("/console/runs/?status=budget_exhausted")) == []
 
 
 def test_it_filters_by_agent(
     reviewer_client: Client, runs: dict[str, Run], agent_a: tuple[Agent, str]
 ) -> None:
-    response = reviewer_client.get(f"/console/?agent={agent_a[0].pk}")
+    response = reviewer_client.get(f"/console/runs/?agent={agent_a[0].pk}")
 
     assert run_ids(response) == ["r-new", "r-old"]
     assert f'<option value="{agent_a[0].pk}" selected>agent-a</option>' in response.content.decode()
@@ -79,13 +79,13 @@ def test_it_filters_by_agent(
 def test_it_combines_filters(
     reviewer_client: Client, runs: dict[str, Run], agent_a: tuple[Agent, str]
 ) -> None:
-    response = reviewer_client.get(f"/console/?agent={agent_a[0].pk}&status=completed")
+    response = reviewer_client.get(f"/console/runs/?agent={agent_a[0].pk}&status=completed")
 
     assert run_ids(response) == ["r-old"]
 
 
 def test_it_ignores_an_invalid_filter_value(reviewer_client: Client, runs: dict[str, Run]) -> None:
-    response = reviewer_client.get("/console/?status=bogus&agent=nope")
+    response = reviewer_client.get("/console/runs/?status=bogus&agent=nope")
 
     assert response.status_code == 200
     assert run_ids(response) == ["r-new", "r-mid", "r-old"]
@@ -107,19 +107,19 @@ def test_it_ignores_an_invalid_filter_value(reviewer_client: Client, runs: dict[
 def test_it_searches_run_id_trace_id_and_tool_call_id(
     reviewer_client: Client, runs: dict[str, Run], q: str, expected: list[str]
 ) -> None:
-    assert run_ids(reviewer_client.get("/console/", {"q": q})) == expected
+    assert run_ids(reviewer_client.get("/console/runs/", {"q": q})) == expected
 
 
 def test_it_searches_a_calls_call_id(reviewer_client: Client, runs: dict[str, Run]) -> None:
     call = runs["mid"].calls.get()
 
-    assert run_ids(reviewer_client.get("/console/", {"q": call.call_id})) == ["r-mid"]
+    assert run_ids(reviewer_client.get("/console/runs/", {"q": call.call_id})) == ["r-mid"]
 
 
 def test_it_keeps_the_calls_count_right_when_searching_by_call(
     reviewer_client: Client, runs: dict[str, Run]
 ) -> None:
-    response = reviewer_client.get("/console/", {"q": "tc-order-1"})
+    response = reviewer_client.get("/console/runs/", {"q": "tc-order-1"})
 
     assert [run.calls_count for run in response.context["page"]] == [2]
 
@@ -131,8 +131,8 @@ def test_it_paginates_fifty_runs_a_page_keeping_filters(
     for i in range(53):
         make_run(agent_a[0], f"r-{i:03}", created_at=now - timedelta(seconds=i))
 
-    first = reviewer_client.get("/console/?status=running")
-    second = reviewer_client.get("/console/?status=running&page=2")
+    first = reviewer_client.get("/console/runs/?status=running")
+    second = reviewer_client.get("/console/runs/?status=running&page=2")
 
     assert len(run_ids(first)) == 50
     assert run_ids(first)[0] == "r-000"
@@ -166,7 +166,7 @@ def test_it_lists_runs_in_a_constant_number_of_queries(
         make_busy_runs(agent, runs_count, calls_each)
 
     with django_assert_num_queries(RUNS_LIST_QUERIES):
-        response = reviewer_client.get("/console/", {"q": "busy"})
+        response = reviewer_client.get("/console/runs/", {"q": "busy"})
         response.content  # noqa: B018  (rendered already; make the intent plain)
 
     assert len(run_ids(response)) == min(50, 3 * runs_count)
@@ -192,7 +192,7 @@ def test_it_says_an_aborted_run_was_aborted_and_what_was_undone(
     aborting = make_run(agent_a[0], "r-aborting", status="aborting")
     _succeeded_with_undo(aborting, "pending", "release_stock")
 
-    response = reviewer_client.get("/console/")
+    response = reviewer_client.get("/console/runs/")
 
     heads = {run.run_id: run.summary_head for run in response.context["page"]}
     assert heads["r-aborted"] == (
@@ -215,6 +215,9 @@ def test_a_broad_filter_past_the_listed_matches_still_finds_every_run(
     # Past MATCHES_LISTED the filter goes to the database as a subquery, not as ids.
     monkeypatch.setattr(run_views, "MATCHES_LISTED", 1)
 
-    assert run_ids(reviewer_client.get("/console/", {"q": "r-"})) == ["r-new", "r-mid", "r-old"]
-    assert run_ids(reviewer_client.get("/console/", {"q": "tc-stock"})) == ["r-mid", "r-old"]
-    assert run_ids(reviewer_client.get("/console/", {"q": "r-mid"})) == ["r-mid"]
+    def found(q: str) -> list[str]:
+        return run_ids(reviewer_client.get("/console/runs/", {"q": q}))
+
+    assert found("r-") == ["r-new", "r-mid", "r-old"]
+    assert found("tc-stock") == ["r-mid", "r-old"]
+    assert found("r-mid") == ["r-mid"]

@@ -71,7 +71,7 @@ def test_an_empty_query_goes_to_the_runs_list_and_says_what_to_type(
 ) -> None:
     response = reviewer_client.get("/console/search/", {"q": " "})
 
-    assert response["Location"] == "/console/"
+    assert response["Location"] == "/console/runs/"
     page = reviewer_client.get(response["Location"]).content.decode()
     assert "Type a run id, an order id or an e-mail to search." in page
 

@@ -186,7 +186,7 @@ def check_sagas(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:
         ("refund", "succeeded"), ("cancel_order", "succeeded"), ("release_stock", "succeeded"),
     ]  # fmt: skip
     assert "refund → cancel_order → release_stock" in line, line
-    assert f"/console/?q={run.run_id}" in line, line
+    assert f"/console/runs/?q={run.run_id}" in line, line
     assert not Ticket.objects.filter(run=run).exists()
 
     # Dead letter: refund dead-lettered after its 3 attempts, the older undos still ran,

@@ -49,7 +49,7 @@ def check_console(web_url: str, password: str, run_id: str) -> None:
         response = log_in(client, "operator", password)
         assert response.status_code == 200, response.text
         assert response.url.path == "/console/", f"login ended at {response.url}"
-        runs = client.get("/console/")
+        runs = client.get("/console/runs/")
         assert runs.status_code == 200
         assert run_id in runs.text, runs.text[:2000]
 

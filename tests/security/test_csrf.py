@@ -14,18 +14,22 @@ tested here."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from compensations.models import Ticket
 from tests.console.test_two_factor import code_for
 from tests.security.conftest import LOCKED, PASSWORD, World, snapshot
 from toolops.accounts import twofactor
 from toolops.forms import TOOK_EFFECT
-from toolops.notify.models import NotificationDelivery
+from toolops.notify import hooks
+from toolops.notify.models import NotificationDelivery, Webhook
 
 pytestmark = pytest.mark.django_db
 
@@ -51,6 +55,25 @@ def _approval(w: World) -> dict[str, Any]:
 
 def _ticket(w: World) -> dict[str, Any]:
     return {"pk": w.ticket.pk}
+
+
+def _snoozed_ticket(w: World) -> dict[str, Any]:
+    """The ticket, snoozed (by its column alone, which no snapshot reads): un-snoozing it
+    is then a change, and only a POST with its token makes it."""
+    Ticket.objects.filter(pk=w.ticket.pk).update(snoozed_until=timezone.now() + timedelta(hours=1))
+    return {"pk": w.ticket.pk}
+
+
+# A console webhook where nothing listens (port 9): its test fails at once, audited.
+DEAD_HOOK = "http://127.0.0.1:9/hooks"
+
+
+def _webhook(w: World) -> Webhook:
+    """A console webhook, stored as the console stores one but with no audit entry of its
+    own: naming it in a request changes nothing the snapshot sees."""
+    found = Webhook.objects.filter(group="operators").first()
+    sealed = hooks.sealed(url=DEAD_HOOK, secret="s" * 32)
+    return found or Webhook.objects.create(group="operators", shown=DEAD_HOOK, sealed=sealed)
 
 
 # Every console route: how to name its object. A route missing here fails the suite.
@@ -81,6 +104,8 @@ ROUTES: dict[str, Kwargs] = {
     "ticket-retry": _ticket,
     "ticket-resolve": _ticket,
     "ticket-comment": _ticket,
+    "ticket-snooze": _ticket,
+    "ticket-unsnooze": _snoozed_ticket,
     "audit": _none,
     "login-code": _none,
     "two-factor": _none,
@@ -91,6 +116,12 @@ ROUTES: dict[str, Kwargs] = {
     "account-notifications": _none,
     "notifications": _none,
     "notification-retry": lambda w: {"pk": NotificationDelivery.objects.get(status="failed").pk},
+    "home": _none,
+    "nav-counts": _none,
+    "webhooks": _none,
+    "webhook-add": _none,
+    "webhook-test": _none,
+    "webhook-remove": lambda w: {"pk": _webhook(w).pk},
 }
 
 # The routes that take a POST, each with the body its own form would send: with the
@@ -115,18 +146,28 @@ POSTS: dict[str, Body] = {
         "decision": "approve",
         "note": "",
         "args_hash": w.approval.args_hash,
+        "confirmed": "1",  # the confirmation's own field: a charge is confirmed
     },  # fmt: skip
     "tickets-bulk": lambda w, user: {"action": "assign", "ids": [str(w.ticket.pk)]},
     "ticket-assign": lambda w, user: {"to": "me"},
     "ticket-retry": lambda w, user: {},
     "ticket-resolve": lambda w, user: {"note": "forged resolve"},
     "ticket-comment": lambda w, user: {"text": "forged comment"},
+    "ticket-snooze": lambda w, user: {"until": "1h"},
+    "ticket-unsnooze": lambda w, user: {},
     "login-code": lambda w, user: {"code": _code(user, confirmed=True)},
     "two-factor": lambda w, user: {"code": _code(user, confirmed=False)},
     "lockout-unlock": lambda w, user: {"username": LOCKED[0], "ip_address": LOCKED[1]},
     "agent-rate-limit": lambda w, user: {"rate_limit_per_minute": "7"},
     "account-notifications": lambda w, user: {"email": "forged@example.com", "kinds": []},
     "notification-retry": lambda w, user: {},
+    "webhook-add": lambda w, user: {
+        "group": "operators",
+        "url": "https://hooks.example/forged",
+        "secret_choice": "make",
+    },
+    "webhook-test": lambda w, user: {"target": _webhook(w).target},
+    "webhook-remove": lambda w, user: {},
 }
 
 

@@ -127,13 +127,15 @@ ALLOWED: dict[str, set[str]] = {
     "approvals": {"reviewer"}, "approval": {"reviewer"}, "approval-decide": {"reviewer"},
     "tickets": {"support"}, "tickets-bulk": {"support"}, "ticket": {"support"},
     "ticket-assign": {"support"}, "ticket-retry": {"support"}, "ticket-resolve": {"support"},
-    "ticket-comment": {"support"},
+    "ticket-comment": {"support"}, "ticket-snooze": {"support"}, "ticket-unsnooze": {"support"},
     "call_args": set(),  # view_full_args: no persona has it
     "audit": {"operator"},
     "lockouts": {"operator"}, "lockout-unlock": {"operator"},
     "agents": {"operator"}, "agent-rate-limit": {"operator"}, "two-factor": ANYONE,
     "account-notifications": ANYONE, "notifications": {"operator"},
     "notification-retry": {"operator"},
+    "home": ANYONE, "nav-counts": ANYONE, "webhooks": {"operator"},
+    "webhook-add": {"operator"}, "webhook-test": {"operator"}, "webhook-remove": {"operator"},
 }  # fmt: skip
 PERSONAS = ("outsider", "reviewer", "support", "operator")
 REFUSED = sorted(

@@ -118,15 +118,15 @@ def page(hostile: dict[str, Any], path: str, *, htmx: bool = False, **params: An
 
 
 def test_the_run_list_shows_agent_names_and_usernames_only_as_text(hostile: Any) -> None:
-    assert_only_escaped(page(hostile, "/console/"), "agent", "username")
+    assert_only_escaped(page(hostile, "/console/runs/"), "agent", "username")
 
 
 def test_the_run_list_fragment_escapes_them_too(hostile: Any) -> None:
-    assert_only_escaped(page(hostile, "/console/", htmx=True), "agent")
+    assert_only_escaped(page(hostile, "/console/runs/", htmx=True), "agent")
 
 
 def test_a_search_reflects_the_query_only_as_text(hostile: Any) -> None:
-    html = page(hostile, "/console/", q=payload("query"))
+    html = page(hostile, "/console/runs/", q=payload("query"))
     assert_only_escaped(html, "query")
     assert_only_escaped(page(hostile, "/console/search/", q=payload("search")))
 

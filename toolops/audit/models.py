@@ -50,6 +50,12 @@ class AuditEntry(models.Model):
         LOGIN_UNLOCK = "login.unlock", "unlock a login"
         # Beyond API.md's list: an operator's change of an agent's rate limit.
         AGENT_RATE_LIMIT = "agent.rate_limit", "change an agent's rate limit"
+        # Beyond API.md's list: support puts a ticket aside until a time, or back.
+        TICKET_SNOOZE = "ticket.snooze", "snooze a ticket"
+        # Beyond API.md's list: an operator's webhooks (toolops/notify/hook_admin.py).
+        WEBHOOK_ADD = "webhook.add", "add a webhook"
+        WEBHOOK_TEST = "webhook.test", "send a test to a webhook"
+        WEBHOOK_REMOVE = "webhook.remove", "remove a webhook"
 
     # SET_NULL: deleting a user keeps their entries (the copied names below say who).
     actor = models.ForeignKey(

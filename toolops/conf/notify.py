@@ -23,13 +23,17 @@ EMAIL_TIMEOUT = envfloat("EMAIL_TIMEOUT", 10.0)
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "ToolOps <toolops@localhost>")
 # Links in messages start with this (the console as people reach it).
 TOOLOPS_PUBLIC_URL = os.getenv("TOOLOPS_PUBLIC_URL", "http://localhost:8000")
+# The groups a webhook may serve, and the shortest secret taken: the same for the
+# environment's webhooks and those added in the console (toolops/notify/hooks.py).
+TOOLOPS_WEBHOOK_GROUPS = ("reviewers", "support", "operators")
+TOOLOPS_WEBHOOK_SECRET_MIN = 16
 TOOLOPS_WEBHOOKS: dict[str, tuple[str, str]] = {}
-for _group in ("reviewers", "support", "operators"):
+for _group in TOOLOPS_WEBHOOK_GROUPS:
     _url = os.getenv(f"TOOLOPS_WEBHOOK_{_group.upper()}_URL", "").strip()
     _secret = os.getenv(f"TOOLOPS_WEBHOOK_{_group.upper()}_SECRET", "").strip()
     if _url and not _url.startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"TOOLOPS_WEBHOOK_{_group.upper()}_URL must be an http(s) URL")
-    if _url and len(_secret) < 16:
+    if _url and len(_secret) < TOOLOPS_WEBHOOK_SECRET_MIN:
         raise ImproperlyConfigured(
             f"TOOLOPS_WEBHOOK_{_group.upper()}_SECRET must be set (16 characters or more) "
             "when its URL is: receivers check the signature with it"

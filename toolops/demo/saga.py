@@ -110,7 +110,7 @@ def in_order(requests: list[JSON]) -> list[str]:
 
 
 def console(run: str) -> str:
-    return f"open Runs and search it: /console/?q={run}"
+    return f"open Runs and search it: /console/runs/?q={run}"
 
 
 # --- the scenarios ------------------------------------------------------------------------

@@ -48,16 +48,23 @@ COUNTED = {
 }
 
 
+def how_many(events: Sequence[NotificationEvent]) -> str:
+    """The events counted by what they are: "3 approvals wait", "2 things need you"."""
+    kinds = {event.kind for event in events}
+    noun = COUNTED.get(events[0].kind, "") if len(kinds) == 1 else ""
+    return f"{len(events)} {noun or 'things need you'}"
+
+
 def counted(events: Sequence[NotificationEvent]) -> str:
     """One subject for events folded into one message, counting them and naming the
     first: "3 approvals wait: Charge 89.00 EUR … and 2 more"."""
     first = events[0].subject
     if len(events) == 1:
         return first
-    kinds = {event.kind for event in events}
-    noun = COUNTED.get(events[0].kind, "things need you") if len(kinds) == 1 else ""
-    what = first.split(": ", 1)[-1] if noun else first
-    return f"{len(events)} {noun or 'things need you'}: {what} and {len(events) - 1} more"
+    # Of one kind, the count names the kind: the first's subject loses its own.
+    one_kind = len({event.kind for event in events}) == 1 and events[0].kind in COUNTED
+    what = first.split(": ", 1)[-1] if one_kind else first
+    return f"{how_many(events)}: {what} and {len(events) - 1} more"
 
 
 def absolute(path: str) -> str:

@@ -101,6 +101,17 @@ class NotificationDelivery(models.Model):
     def __str__(self) -> str:
         return f"{self.event_id} → {self.channel}:{self.target} ({self.status})"
 
+    @property
+    def webhook_group(self) -> str:
+        """A webhook delivery's group: its target is the group ("operators", the
+        environment's webhook) or "operators#7" (a webhook added in the console)."""
+        return self.target.partition("#")[0]
+
+    @property
+    def webhook_number(self) -> str:
+        """The console webhook's number ("7"); "" for the environment's."""
+        return self.target.partition("#")[2]
+
 
 class NotificationPreference(models.Model):
     """A person's choice for one kind; no row means the default (docs/notifications.md)."""
@@ -118,3 +129,35 @@ class NotificationPreference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.kind}: {'on' if self.email else 'off'}"
+
+
+class Webhook(models.Model):
+    """A group's webhook added in the console (the environment's live in settings:
+    TOOLOPS_WEBHOOK_<GROUP>_URL/_SECRET). Its URL and secret are kept encrypted together
+    in `sealed` (traces/vault.py, TOOLOPS_ARGS_KEYS): a chat tool's incoming-webhook URL
+    is a credential of its own, not only the secret. `shown` is the URL as pages and the
+    audit log show it, its secret parts cut (toolops/notify/hooks.py `shown_url`)."""
+
+    group = models.CharField(max_length=16)
+    label = models.CharField(max_length=80, blank=True, default="")
+    shown = models.CharField(max_length=200)
+    sealed = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        indexes = [models.Index(fields=["group", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.target
+
+    @property
+    def target(self) -> str:
+        """Its deliveries' `target`: "operators#7" (the environment's is "operators")."""
+        return f"{self.group}#{self.pk}"

@@ -85,9 +85,7 @@ def _fan_out(event: NotificationEvent) -> list[tuple[str, str]]:
     event.fields = [[one_line(label), one_line(value)] for label, value in message.fields]
     targets = [(Channel.EMAIL, address, user) for user, address in
                recipients.email_recipients(event.kind)]  # fmt: skip
-    group = recipients.webhook_for(event.kind)
-    if group:
-        targets.append((Channel.WEBHOOK, group, None))
+    targets += [(Channel.WEBHOOK, hook, None) for hook in recipients.webhooks_for(event.kind)]
     if not targets:
         event.note = "Nobody receives this kind (no one opted in, and no webhook)."
     event.save(update_fields=["fanned_out_at", "subject", "text", "link", "fields", "note"])

@@ -1,19 +1,19 @@
 """Who is told what. Each group has its kinds (reviewers: approvals; support: tickets;
 operators: breakers); a person gets their groups' kinds by e-mail unless they turned a
 kind off on their profile page. Superusers get nothing unless they turn a kind on: they
-may do anything, and would otherwise be told everything. Each group's webhook (settings:
-TOOLOPS_WEBHOOK_<GROUP>_URL/_SECRET) gets its group's kinds."""
+may do anything, and would otherwise be told everything. Each group's webhooks (settings:
+TOOLOPS_WEBHOOK_<GROUP>_URL/_SECRET, and those added in the console) get its kinds."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
+from toolops.notify import hooks
 from toolops.notify.models import Kind, NotificationPreference
 from toolops.permissions import OPERATORS, REVIEWERS, SUPPORT, group_names
 
@@ -77,7 +77,7 @@ def email_recipients(kind: str) -> list[tuple[Any, str]]:
     return chosen
 
 
-def webhook_for(kind: str) -> str | None:
-    """The group whose webhook this kind goes to, when that webhook is configured."""
-    group = group_of(kind)
-    return group if group in settings.TOOLOPS_WEBHOOKS else None
+def webhooks_for(kind: str) -> list[str]:
+    """The webhook targets this kind goes to: its group's environment webhook, when set,
+    and the group's webhooks added in the console (toolops/notify/hooks.py)."""
+    return hooks.targets_for(group_of(kind))

@@ -1,11 +1,12 @@
-"""The webhook channel: one JSON POST per group, in the shape chat tools accept (Slack
+"""The webhook channel: one JSON POST per webhook (each group's from the environment, and
+those added in the console: toolops/notify/hooks.py), in the shape chat tools accept (Slack
 and Mattermost incoming webhooks read `text` and `attachments[].fields`), with the
 events also as plain data under `events` for anything else. Values in the chat part are
 escaped for both receivers' markup (toolops/notify/clean.py): an arg cannot ping the
 channel or dress a link as ours.
 
 Signed: `X-ToolOps-Timestamp` (Unix seconds) and `X-ToolOps-Signature: sha256=<hex>`,
-the HMAC-SHA256 of "<timestamp>.<raw body>" under the group's secret; a receiver that
+the HMAC-SHA256 of "<timestamp>.<raw body>" under the webhook's secret; a receiver that
 checks the signature and refuses old timestamps cannot be fed forged or replayed
 messages (docs/notifications.md shows the check)."""
 
@@ -16,12 +17,14 @@ import hmac
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from django.conf import settings
 
+from toolops.notify import hooks
 from toolops.notify.clean import chat
+from toolops.notify.content import how_many
 from toolops.notify.email import SendFailed
 from toolops.notify.models import NotificationEvent
 
@@ -36,7 +39,7 @@ def payload(events: Sequence[NotificationEvent]) -> dict[str, Any]:
     # Plain text with bare links: Slack and Mattermost both link them (their link
     # syntaxes differ: Slack's <url|text>, Mattermost's Markdown).
     lines = [f"{chat(e.subject)} {e.link}" for e in events]
-    text = lines[0] if len(lines) == 1 else f"{len(lines)} things need you:\n" + "\n".join(lines)
+    text = lines[0] if len(lines) == 1 else f"{how_many(events)}:\n" + "\n".join(lines)
     return {
         "text": text,
         "attachments": [
@@ -72,13 +75,26 @@ def signature(secret: str, timestamp: str, raw: bytes) -> str:
 
 
 def send(*, group: str, events: Sequence[NotificationEvent], message_id: str) -> None:
-    if group not in settings.TOOLOPS_WEBHOOKS:  # taken out of the settings since queued
-        raise SendFailed(
-            f"No webhook is set for the group {group} "
-            f"(TOOLOPS_WEBHOOK_{group.upper()}_URL); set it, then send again."
-        )
-    url, secret = settings.TOOLOPS_WEBHOOKS[group]
-    raw = json.dumps(payload(events), ensure_ascii=False).encode()
+    """One message listing `events` to the webhook `group` names: a group's environment
+    webhook ("operators") or a console one ("operators#7", toolops/notify/hooks.py)."""
+    url, secret = hooks.resolve(group)
+    post(url=url, secret=secret, raw=json_body(events), message_id=message_id)
+
+
+def json_body(events: Sequence[NotificationEvent]) -> bytes:
+    """The bytes POSTed, and signed, for `events`."""
+    return json.dumps(payload(events), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    ms: float
+
+
+def post(*, url: str, secret: str, raw: bytes, message_id: str) -> Answer:
+    """POST `raw`, signed with `secret`; the receiver's answer, or SendFailed saying in
+    a sentence why it did not take it (no answer, no connection, an error status)."""
     timestamp = str(int(time.time()))
     headers = {
         "Content-Type": "application/json",
@@ -88,6 +104,7 @@ def send(*, group: str, events: Sequence[NotificationEvent], message_id: str) ->
         "X-ToolOps-Delivery": message_id,
     }
     host = httpx.URL(url).host
+    started = time.monotonic()
     try:
         response = httpx.post(url, content=raw, headers=headers, timeout=TIMEOUT_S)
     except httpx.TimeoutException:
@@ -101,3 +118,4 @@ def send(*, group: str, events: Sequence[NotificationEvent], message_id: str) ->
             f"The webhook at {host} answered {response.status_code} "
             f"{response.reason_phrase or 'error'}."
         )
+    return Answer(response.status_code, (time.monotonic() - started) * 1000)

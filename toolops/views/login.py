@@ -2,7 +2,7 @@
 a device. Every failure, a wrong code included, counts toward the lockout (axes).
 
 Each role lands on its work when the login names no `next`: reviewers on the approval
-queue, support on the tickets desk, operators and superusers on Runs (`landing_url`)."""
+queue, support on the tickets desk, operators and superusers on the home (`landing_url`)."""
 
 from __future__ import annotations
 
@@ -29,22 +29,23 @@ from toolops.views.common import HtmxHttpRequest
 
 
 def landing_url(user: Any) -> str:
-    """Where `user` works: Runs for operators and superusers (and anyone the other
-    pages refuse), else the approval queue for reviewers, else the tickets desk."""
+    """Where `user` works: the home (what needs them now) for operators and superusers
+    (and anyone the other pages refuse), else the approval queue for reviewers, else the
+    tickets desk."""
     groups = group_names(user)
     if user.is_superuser or OPERATORS in groups:
-        return reverse("console:runs")
+        return reverse("console:home")
     if REVIEWERS in groups:
         return reverse("console:approvals")
     if SUPPORT in groups:
         return reverse("console:tickets")
-    return reverse("console:runs")
+    return reverse("console:home")
 
 
 def landing_next(next_url: str, user: Any) -> str:
     """A safe `next` that names a page wins. None, or the console's front door (where
     the login sends a person who opened /console/), means "my work": `landing_url`."""
-    if not next_url or next_url in (settings.LOGIN_REDIRECT_URL, reverse("console:runs")):
+    if not next_url or next_url in (settings.LOGIN_REDIRECT_URL, reverse("console:home")):
         return landing_url(user)
     return next_url
 

@@ -51,8 +51,10 @@ def only(action: str) -> AuditEntry:
 def test_it_lists_every_action_of_api_md() -> None:
     # API.md "Processes and settings": decide, abort, settle, ticket assign/comment/retry/
     # resolve, breaker force/reset, policy edit, full-args read, token create/rotate/
-    # revoke, login lockout and unlock; and one beyond it, an agent's rate limit.
-    assert set(Action.values) == {"agent.rate_limit"} | {
+    # revoke, login lockout and unlock; and beyond it, an agent's rate limit, a ticket's
+    # snooze and the console's webhooks.
+    beyond = {"agent.rate_limit", "ticket.snooze", "webhook.add", "webhook.test", "webhook.remove"}
+    assert set(Action.values) == beyond | {
         "approval.decide", "run.abort", "call.settle", "ticket.assign", "ticket.comment",
         "ticket.retry", "ticket.resolve", "breaker.force_open", "breaker.reset",
         "policy.edit", "full_args.read", "token.create", "token.rotate", "token.revoke",

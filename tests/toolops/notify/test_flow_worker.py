@@ -125,7 +125,7 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
     assert mailed.opened_at is not None
     decided = reviewer.post(
         f"/console/approvals/{approval.approval_id}/decide/",
-        {"decision": "approve", "note": "", "args_hash": approval.args_hash},
+        {"decision": "approve", "note": "", "args_hash": approval.args_hash, "confirmed": "1"},
     )
     assert decided.status_code == 302
     decided_at = time.monotonic()

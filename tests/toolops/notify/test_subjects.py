@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from toolops.notify.content import counted
 from toolops.notify.models import NotificationEvent
+from toolops.notify.webhook import payload
 
 
 def event(kind: str, subject: str) -> NotificationEvent:
@@ -43,4 +44,17 @@ def test_events_of_several_kinds_are_things_that_need_you() -> None:
 
     assert counted(events) == (
         "2 things need you: Ticket #4: Refund 89.00 EUR was not made and 1 more"
+    )
+
+
+def test_a_chat_message_of_several_events_counts_them_the_same_way() -> None:
+    events = [event("approval_waiting", f"Approval waiting: Charge {n}9.00 EUR") for n in (8, 1)]
+    for e in events:
+        e.link, e.text, e.fields = "http://localhost:8000/console/approvals/ap-1/", "", []
+
+    text = payload(events)["text"]
+
+    assert text.splitlines()[0] == "2 approvals wait:"
+    assert (
+        "Approval waiting: Charge 89.00 EUR http://localhost:8000/console/approvals/ap-1/" in text
     )

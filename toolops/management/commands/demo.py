@@ -32,6 +32,7 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 from toolops.accounts.models import Agent, token_digest
+from toolops.demo import hook as demo_hook
 from toolops.demo import reviewer as scripted_reviewer
 from toolops.demo.agent import run_demo
 from toolops.demo.logins import (
@@ -233,12 +234,14 @@ class Command(BaseCommand):
         log_dir.mkdir(parents=True, exist_ok=True)
 
         children: list[Child] = []
+        self.receiver: demo_hook.DemoReceiver | None = None  # the demo's webhook receiver
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
             migrate_if_needed(self.say)
             logins = load_demo_logins(data_dir)
+            self.receiver = demo_hook.receiver_start(self.say)
             connections.close_all()  # the children own the database from here
             self._start(children, port, shop_port, data_dir, log_dir, options["reset_shop"])
             web_url, shop_url = f"http://{HOST}:{port}", f"http://{HOST}:{shop_port}"
@@ -255,9 +258,10 @@ class Command(BaseCommand):
             for sig in previous:
                 signal.signal(sig, signal.SIG_IGN)  # no second interrupt mid-cleanup
             stop_children(children)
+            demo_hook.receiver_stop(self.receiver)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        self.say("Stopped: shop, web, worker and reviewer are down.")
+        self.say("Stopped: shop, web, worker, reviewer and the webhook receiver are down.")
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         raise Stop(signum)
@@ -358,7 +362,7 @@ class Command(BaseCommand):
             self.stderr.write("Some scenarios did not end as expected; see the lines above.")
 
     def _banner(self, web_url: str, shop_url: str, logins: Logins, children: list[Child]) -> None:
-        self.say(f"\nConsole: {web_url}/console/   (admin: {web_url}/admin/)")
+        self.say(f"\nConsole: {web_url}/console/ (what needs you now)  (admin: {web_url}/admin/)")
         self.say(
             f"Calls waiting for a person: {web_url}/console/approvals/ (log in as reviewer); "
             "their outcome is printed here (↳) when decided"
@@ -376,7 +380,7 @@ class Command(BaseCommand):
             self.say(line)
         backend = os.getenv("EMAIL_BACKEND")
         mail = f"through {backend}" if backend else f"as files in {settings.EMAIL_FILE_PATH}"
-        self.say(f"Notifications: {web_url}/console/notifications/ (as operator); e-mails {mail}")
+        self.say("\n".join(demo_hook.banner_lines(web_url, mail, self.receiver)))
         self.say("Logs: " + ", ".join(str(c.log_path) for c in children))
         self.say("Ctrl-C stops everything.")
 
