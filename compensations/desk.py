@@ -1,13 +1,15 @@
-"""The support desk's actions on a ticket (API.md: "Retry", "Resolve"): assign, retry
-through the worker, resolve by hand with a note, comment, and the bulk forms of the first
-two. Each is one transaction that locks the run row first (as the worker's ending does)
-and then the ticket. Each shows on the ticket as a TicketEvent (its thread, which goes
-with the run at retention) and is audited in the one audit log (toolops/audit/), which
-is kept."""
+"""The support desk's actions on a ticket (API.md: "Retry", "Resolve"): assign (to oneself
+or to another person who may work tickets), retry through the worker, resolve by hand
+with a note, comment, and the bulk forms of the first two, which act on open tickets
+only (snoozing is in snooze.py). Each is one transaction that locks the run row first
+(as the worker's ending does) and then the ticket. Each shows on the ticket as a
+TicketEvent (its thread, which goes with the run at retention) and is audited in the one
+audit log (toolops/audit/), which is kept."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -25,6 +27,7 @@ from compensations.tickets import ticket_close, ticket_event
 from toolops import executor
 from toolops.audit.services import Action, audit_record
 from toolops.models import IdempotencyRecord, Run, ToolCall
+from toolops.permissions import can_work_tickets
 from traces import services as traces
 
 if TYPE_CHECKING:
@@ -32,12 +35,27 @@ if TYPE_CHECKING:
 
 
 class TicketActionRefused(Exception):
-    """A person's action that the ticket's state does not allow; says why."""
+    """A person's action that the ticket's state does not allow; says why, in the desk's
+    words (no "compensation": people read it, in a message or beside a bulk action)."""
+
+
+CHANGED = "The ticket changed meanwhile: reload it and try again."
+NOTHING_TO_RETRY = "Nothing to retry: the undo is not waiting for a person."
+# Why an undo is not retried, by its state, when that is not "a person must act".
+NOT_WAITING = {
+    CompensationStatus.SUCCEEDED: "The undo was already made: there is nothing to retry.",
+    CompensationStatus.RESOLVED: "It was fixed by hand: there is nothing to retry.",
+}
 
 
 def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser | None) -> Ticket:
+    """Give an open ticket to `to` (a person who may work tickets), or to nobody."""
+    if to is not None and not can_work_tickets(to):
+        raise TicketActionRefused(_cannot_work(to))
     with transaction.atomic():
         ticket = Ticket.objects.select_for_update().get(pk=ticket.pk)
+        if ticket.status == Ticket.Status.CLOSED:
+            raise TicketActionRefused("The ticket is closed: there is nothing left to work on.")
         if ticket.assignee_id == (to.pk if to else None):
             return ticket
         ticket.assignee = to  # type: ignore[assignment]
@@ -55,6 +73,13 @@ def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser 
     return ticket
 
 
+def _cannot_work(person: AbstractBaseUser) -> str:
+    return (
+        f"{person.get_username()} cannot work tickets: only support staff and superusers "
+        "can be assigned one."
+    )
+
+
 def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
     """Run the dead-lettered compensation again, through the worker: a new round of the
     undo call, with the same idempotency key. The ticket stays open until it succeeds."""
@@ -66,16 +91,16 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             .get(pk=ticket.pk)
         )
         compensation = ticket.compensation
+        if ticket.status == Ticket.Status.CLOSED:
+            raise TicketActionRefused("The ticket is closed: there is nothing left to retry.")
         if compensation.status in (CompensationStatus.PENDING, CompensationStatus.RUNNING):
-            raise TicketActionRefused("A retry of this compensation is already running.")
+            raise TicketActionRefused("A retry is already running: wait for its outcome.")
         if compensation.status != CompensationStatus.DEAD_LETTERED:
-            raise TicketActionRefused(
-                f"The compensation is {compensation.status}: only a dead-lettered one is retried."
-            )
+            raise TicketActionRefused(NOT_WAITING.get(compensation.status, NOTHING_TO_RETRY))
         if compensation.problem:
             raise TicketActionRefused(
-                "Its undo's args cannot be built from the call, so a retry would fail the "
-                "same way: undo it by hand, then Resolve with a note."
+                "Its undo cannot be built from the call, so a retry would fail the same "
+                "way: undo it by hand, then Resolve with a note."
             )
         last = compensation.undo_call
         if last is not None and last.status == ToolCall.Status.UNKNOWN:
@@ -92,7 +117,7 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
         ).update(
             status=CompensationStatus.PENDING, queued_at=Now(), finished_at=None, not_before=until
         ):
-            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
+            raise TicketActionRefused(CHANGED)
         compensation.status, compensation.not_before = CompensationStatus.PENDING, until
         # The last round's record says "failed"; the next round claims the same key anew.
         IdempotencyRecord.objects.filter(
@@ -134,7 +159,7 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
         if not Compensation.objects.filter(pk=ticket.compensation_id, status=status).update(
             status=CompensationStatus.RESOLVED, finished_at=timezone.now()
         ):
-            raise TicketActionRefused("The compensation changed meanwhile; reload the ticket.")
+            raise TicketActionRefused(CHANGED)
         said = _redacted(note, ticket)
         ticket_close(ticket, by, Kind.RESOLVED, said)
         audit_record(
@@ -170,17 +195,43 @@ def _redacted(text: str, ticket: Ticket) -> str:
     return traces.redact_text(text, call=call)
 
 
-def tickets_bulk(*, tickets: list[Ticket], by: AbstractBaseUser, action: str) -> dict[str, Any]:
-    """Retry or assign-to-me many tickets; each is its own transaction, and each refusal
-    is reported rather than stopping the rest."""
-    done, refused = [], []
+@dataclass
+class BulkOutcome:
+    """What a bulk action did: the tickets it acted on, the closed ones it skipped, and
+    the open ones it could not act on, each with why."""
+
+    done: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    refused: list[tuple[int, str]] = field(default_factory=list)
+
+
+def tickets_bulk(
+    *, tickets: list[Ticket], by: AbstractBaseUser, action: str, to: AbstractBaseUser | None = None
+) -> BulkOutcome:
+    """Retry or assign many tickets (`action` "retry" or "assign", to `to`, else to `by`).
+    Only open tickets are acted on: a closed one is skipped and named. Each ticket is its
+    own transaction, and each refusal is reported rather than stopping the rest."""
+    if action not in ("retry", "assign"):
+        raise TicketActionRefused(f"Unknown action “{action}”: choose Retry or Assign.")
+    if action == "assign" and to is not None and not can_work_tickets(to):
+        # Said once for all of them, before anything is done.
+        raise TicketActionRefused(_cannot_work(to))
+    outcome = BulkOutcome()
     for ticket in tickets:
+        if ticket.status != Ticket.Status.OPEN:
+            outcome.skipped.append(ticket.pk)
+            continue
         try:
             if action == "retry":
                 ticket_retry(ticket=ticket, by=by)
             else:
-                ticket_assign(ticket=ticket, by=by, to=by)
-            done.append(ticket.pk)
+                ticket_assign(ticket=ticket, by=by, to=to or by)
         except TicketActionRefused as exc:
-            refused.append((ticket.pk, str(exc)))
-    return {"done": done, "refused": refused}
+            # Closed meanwhile (read before its lock): skipped like the others.
+            if Ticket.objects.filter(pk=ticket.pk, status=Ticket.Status.CLOSED).exists():
+                outcome.skipped.append(ticket.pk)
+            else:
+                outcome.refused.append((ticket.pk, str(exc)))
+        else:
+            outcome.done.append(ticket.pk)
+    return outcome

@@ -17,7 +17,7 @@ class TicketFilterForm(forms.Form):
 
     status = forms.ChoiceField(
         required=False,
-        choices=[("open", "Open"), ("closed", "Closed"), ("all", "All")],
+        choices=[("open", "Open"), ("snoozed", "Snoozed"), ("closed", "Closed"), ("all", "All")],
     )
     tool = forms.CharField(required=False, max_length=128, label="Undo tool")
     age = forms.ChoiceField(
@@ -74,15 +74,76 @@ class CommentForm(forms.Form):
     )
 
 
+def _person(username: str) -> Any:
+    """The active user named `username`; a ValidationError naming the problem if none.
+    Whether they may work tickets is the service's to say (desk.ticket_assign)."""
+    username = username.strip()
+    if not username:
+        raise forms.ValidationError("Choose whom to assign it to.")
+    person = get_user_model().objects.filter(username=username, is_active=True).first()
+    if person is None:
+        raise forms.ValidationError(f"There is no user “{username}”: choose one from the list.")
+    return person
+
+
 class AssignForm(forms.Form):
-    to = forms.ChoiceField(choices=[("me", "me"), ("nobody", "nobody")])
+    """To me, to nobody, or to the person chosen in `user` (to = "user")."""
+
+    to = forms.ChoiceField(
+        choices=[("me", "me"), ("nobody", "nobody"), ("user", "someone")],
+        error_messages={"invalid_choice": "Assign to whom? Choose “me”, “nobody” or a person."},
+    )
+    user = forms.CharField(required=False, max_length=150)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("to") == "user":
+            try:
+                data["person"] = _person(data.get("user", ""))
+            except forms.ValidationError as exc:
+                self.add_error("user", exc)
+        return data
+
+
+class SnoozeForm(forms.Form):
+    """Until when: a quick choice, or a date and time (UTC) typed in."""
+
+    until = forms.ChoiceField(
+        choices=[("1h", "1 hour"), ("tomorrow", "Tomorrow 09:00 UTC"), ("custom", "Until…")],
+        error_messages={"required": "Snooze until when? Choose a time."},
+    )
+    at = forms.DateTimeField(
+        required=False,
+        label="Date and time (UTC)",
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"invalid": "Give the date and time as 2026-12-08 09:00 (UTC)."},
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("until") == "custom" and data.get("at") is None and "at" not in self.errors:
+            self.add_error("at", "Give the date and time to snooze until (UTC).")
+        return data
 
 
 class BulkForm(forms.Form):
-    action = forms.ChoiceField(choices=[("retry", "Retry"), ("assign", "Assign to me")])
+    action = forms.ChoiceField(
+        choices=[("retry", "Retry"), ("assign", "Assign to me"), ("assign_to", "Assign to")]
+    )
     ids = forms.TypedMultipleChoiceField(coerce=int, error_messages={
         "required": "Select at least one ticket.",
     })  # fmt: skip
+    user = forms.CharField(required=False, max_length=150)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == "assign_to":
+            try:
+                data["person"] = _person(data.get("user", ""))
+            except forms.ValidationError as exc:
+                self.add_error("user", exc)
+        return data
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -8,8 +8,11 @@ thread in one list."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from toolops.indexes import EqualityIndex
@@ -74,6 +77,15 @@ class TicketQuerySet(models.QuerySet["Ticket"]):
         """Tickets still waiting for a person."""
         return self.filter(status=Ticket.Status.OPEN)
 
+    def awake(self, now: datetime) -> TicketQuerySet:
+        """Open tickets not snoozed at `now`: a snooze ends by itself when its time
+        passes, judged at read time (no job wakes a ticket)."""
+        return self.open().filter(Q(snoozed_until__isnull=True) | Q(snoozed_until__lte=now))
+
+    def snoozed(self, now: datetime) -> TicketQuerySet:
+        """Open tickets put aside until a time still to come."""
+        return self.open().filter(snoozed_until__gt=now)
+
 
 class Ticket(models.Model):
     class Status(models.TextChoices):
@@ -98,6 +110,10 @@ class Ticket(models.Model):
     opened_at = models.DateTimeField(default=timezone.now)
     closed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
+    # Put aside by a person until this time: it leaves the desk's Open list meanwhile.
+    # Not cleared when the time passes (reads compare it with now); cleared when the
+    # ticket is reopened or fails again, so news is never snoozed.
+    snoozed_until = models.DateTimeField(null=True, blank=True)
 
     objects = TicketQuerySet.as_manager()
 
@@ -122,6 +138,8 @@ class TicketEvent(models.Model):
         RESOLVED = "resolved"
         CLOSED = "closed"
         COMMENT = "comment"
+        SNOOZED = "snoozed"
+        UNSNOOZED = "unsnoozed"
 
     ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=16, choices=Kind.choices)

@@ -6,12 +6,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
+from compensations.times import at_words
 from toolops import executor
 from toolops.models import Attempt, Run, ToolCall
+from toolops.permissions import SUPPORT
 from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import service_name
 
@@ -34,11 +37,19 @@ def run_compensations(*, run: Run) -> list[dict[str, Any]]:
 QUEUE_LIMIT = 200
 
 
-def ticket_queue(*, filters: dict[str, Any], user: Any) -> QuerySet[Ticket]:
-    """Tickets matching the desk's filters, oldest first (the longest wait is first)."""
+def ticket_queue(
+    *, filters: dict[str, Any], user: Any, now: datetime | None = None
+) -> QuerySet[Ticket]:
+    """Tickets matching the desk's filters, oldest first (the longest wait is first).
+    "open" leaves out the snoozed ones, "snoozed" shows only them (judged at `now`)."""
+    now = now or timezone.now()
     tickets = Ticket.objects.select_related("run", "assignee", "compensation__call")
     status = filters.get("status", "open")
-    if status != "all":
+    if status == "open":
+        tickets = tickets.awake(now)
+    elif status == "snoozed":
+        tickets = tickets.snoozed(now)
+    elif status != "all":
         tickets = tickets.filter(status=status)
     if filters.get("tool"):
         tickets = tickets.filter(tool=filters["tool"])
@@ -53,13 +64,27 @@ def ticket_queue(*, filters: dict[str, Any], user: Any) -> QuerySet[Ticket]:
     return tickets.order_by("opened_at", "pk")
 
 
-def ticket_counts() -> dict[str, int]:
-    """Tickets per status, and the open ones nobody holds, in one query."""
+def ticket_counts(now: datetime | None = None) -> dict[str, int]:
+    """Tickets per tab (open and awake, snoozed, closed), and the awake open ones nobody
+    holds, in one query."""
+    now = now or timezone.now()
+    is_open = Q(status=Ticket.Status.OPEN)
+    asleep = is_open & Q(snoozed_until__gt=now)
+    awake = is_open & ~Q(snoozed_until__gt=now)
     return Ticket.objects.aggregate(
-        open=Count("pk", filter=Q(status=Ticket.Status.OPEN)),
+        open=Count("pk", filter=awake),
+        snoozed=Count("pk", filter=asleep),
         closed=Count("pk", filter=Q(status=Ticket.Status.CLOSED)),
-        unassigned=Count("pk", filter=Q(status=Ticket.Status.OPEN, assignee__isnull=True)),
+        unassigned=Count("pk", filter=awake & Q(assignee__isnull=True)),
     )
+
+
+def ticket_workers() -> QuerySet[Any]:
+    """The people a ticket may be assigned to: active support staff and superusers, as
+    toolops/permissions.py `can_work_tickets` says."""
+    may = Q(is_superuser=True) | Q(groups__name=SUPPORT)
+    users = get_user_model().objects.filter(may, is_active=True)
+    return users.distinct().order_by("username")
 
 
 @dataclass
@@ -107,6 +132,7 @@ class UndoHealth:
     last_failure: datetime | None
     # The breaker as every page says it ("open — cooling down until 12:03 UTC").
     breaker: str = "closed"
+    now: datetime | None = None  # when it was read: "until 12:03 UTC (in 4 min)"
 
     @property
     def retry_can_work(self) -> bool:
@@ -122,8 +148,8 @@ class UndoHealth:
     def sentence(self) -> str:
         the = f"The {self.service} service"
         if self.open_until is not None:
-            until = f"{self.open_until:%H:%M} UTC"
-            return f"{the} is failing (breaker open until {until}): a Retry waits until then."
+            until = at_words(self.open_until, self.now or timezone.now())
+            return f"{the} is failing: breaker open until {until}; a Retry waits until then."
         if self.answering:
             again = " again" if self.last_failure is not None else ""
             return f"{the} is answering{again}: Retry should work."
@@ -140,11 +166,12 @@ def retry_at(compensation: Compensation, now: datetime) -> datetime | None:
     return None
 
 
-def undo_health(*, tool: str, spec: ToolSpec | None) -> UndoHealth:
+def undo_health(*, tool: str, spec: ToolSpec | None, now: datetime | None = None) -> UndoHealth:
     """The undo tool's health now: three small reads on the breaker and (tool, started_at)."""
     attempts = Attempt.objects.filter(tool=tool).order_by("-started_at")
     breaker = executor.breaker_state_of(executor.breaker_states(), tool)
     return UndoHealth(
+        now=now,
         service=service_name(tool, spec),
         open_until=breaker.until if breaker.refuses else None,
         breaker=breaker.label,

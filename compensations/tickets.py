@@ -33,8 +33,13 @@ def ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
     kind = Kind.DEAD_LETTERED if ticket.status == Ticket.Status.OPEN else Kind.REOPENED
     if ticket.reason == Ticket.Reason.UNMAPPABLE:
         reason = ticket.reason  # still why: nothing could be sent
+    # Failing again or reopened is news: a snooze ends here (snooze.py).
     Ticket.objects.filter(pk=ticket.pk).update(
-        status=Ticket.Status.OPEN, closed_at=None, updated_at=now, reason=reason
+        status=Ticket.Status.OPEN,
+        closed_at=None,
+        updated_at=now,
+        reason=reason,
+        snoozed_until=None,
     )
     opening = ticket_event(ticket, None, kind, text)
     if kind == Kind.REOPENED:

@@ -37,6 +37,8 @@ EVENT_WORDS: dict[str, str] = {
     TicketEvent.Kind.RESOLVED: "fixed by hand",
     TicketEvent.Kind.CLOSED: "closed",
     TicketEvent.Kind.COMMENT: "comment",
+    TicketEvent.Kind.SNOOZED: "snoozed",
+    TicketEvent.Kind.UNSNOOZED: "back from snooze",
 }
 
 RUN_WORDS: dict[str, str] = {
@@ -122,3 +124,33 @@ def closing(events: list[Any]) -> tuple[Any, str] | None:
         if event.kind in (TicketEvent.Kind.OPENED, TicketEvent.Kind.REOPENED):
             return None
     return None
+
+
+def tickets_words(count: int, what: str = "ticket") -> str:
+    """ "1 ticket", "2 closed tickets"."""
+    return f"{count} {what}{'s' if count != 1 else ''}"
+
+
+def numbers(pks: list[int]) -> str:
+    return ", ".join(f"#{pk}" for pk in pks)
+
+
+def bulk_done(*, action: str, to: str, done: list[int], skipped: list[int]) -> str:
+    """What a bulk action did, in one line: "Assigned 2 tickets to you: #1, #3; skipped 2
+    closed tickets: #4, #7." `to`: "you" or the assignee's name."""
+    parts = []
+    if done:
+        verb = "Retry queued for" if action == "retry" else "Assigned"
+        whom = f" to {to}" if action != "retry" else ""
+        parts.append(f"{verb} {tickets_words(len(done))}{whom}: {numbers(done)}")
+    if skipped:
+        closed = tickets_words(len(skipped), "closed ticket")
+        parts.append(f"skipped {closed}: {numbers(skipped)} (only open tickets are acted on)")
+    said = "; ".join(parts)
+    return f"{said[:1].upper()}{said[1:]}." if said else ""
+
+
+def bulk_refused(*, action: str, pk: int, why: str) -> str:
+    """One open ticket a bulk action could not act on: "#5 not retried: a retry is…"."""
+    verb = "retried" if action == "retry" else "assigned"
+    return f"#{pk} not {verb}: {why[:1].lower()}{why[1:]}"

@@ -163,14 +163,24 @@ def test_it_assigns_and_unassigns_audited(support: Any, ticket: Ticket) -> None:
     assert actions(ticket)[1:] == [("assigned", "sam", "to sam"), ("unassigned", "sam", "")]
 
 
-def test_it_refuses_an_assignment_to_someone_unknown(support: Any, ticket: Ticket) -> None:
-    response = logged_in(support).post(
-        f"/console/tickets/{ticket.pk}/assign/", {"to": "mallory"}, follow=True
-    )
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"to": "mallory"}, "Assign to whom? Choose “me”, “nobody” or a person."),
+        ({"to": "user", "user": "mallory"}, "There is no user “mallory”"),
+        ({"to": "user", "user": " "}, "Choose whom to assign it to."),
+        ({"to": "user", "user": "rita"}, "rita cannot work tickets"),
+    ],
+)
+def test_it_refuses_an_assignment_to_someone_unknown_or_not_support(
+    support: Any, reviewer: Any, ticket: Ticket, data: dict[str, str], problem: str
+) -> None:
+    response = logged_in(support).post(f"/console/tickets/{ticket.pk}/assign/", data, follow=True)
 
-    assert "Choose “me” or “nobody”" in response.content.decode()
+    assert f"Not assigned: {problem}" in response.content.decode()
     ticket.refresh_from_db()
     assert ticket.assignee is None
+    assert [kind for kind, *_ in actions(ticket)] == ["opened"]
 
 
 def test_it_resolves_with_a_note_and_ends_the_run_aborted(support: Any, ticket: Ticket) -> None:

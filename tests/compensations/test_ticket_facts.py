@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from compensations.desk import ticket_resolve
 from compensations.models import Ticket
+from compensations.times import clock
 from tests.console.conftest import (  # noqa: F401 - fixtures shared with the console tests
     fast_password_hashing,
     logged_in,
@@ -96,8 +97,9 @@ def test_it_says_a_retry_waits_while_the_breaker_is_open(
 
     page = _page(support, refund_ticket)
 
+    # When, in the reader's words and absolute (compensations/times.py).
     assert (
-        f"The payments service is failing (breaker open until {until:%H:%M} UTC): "
+        f"The payments service is failing: breaker open until {clock(until, until)} (in 4 min); "
         "a Retry waits until then."
     ) in page
     # The breaker in the words of every other page (toolops/breaker_state.py).

@@ -24,6 +24,7 @@ FIELDS = {
     "business_key", "session_dedupe_window_s", "compensation", "breaker", "params_schema",
     "result_schema", "internal", "allow_partial", "backoff_base_s", "backoff_cap_s",
     "query_before_write", "approvals_required", "redact", "summary", "display", "searchable",
+    "contact",
 }  # fmt: skip
 BREAKER_FIELDS = {f.name for f in BreakerConfig.__dataclass_fields__.values()}
 
@@ -139,6 +140,7 @@ def _structured_fields(entry: dict[str, Any], name: str) -> dict[str, Any]:
         "summary": _summary(entry, name),
         "display": _paths(entry, name, "display"),
         "searchable": _paths(entry, name, "searchable"),
+        "contact": _paths(entry, name, "contact"),
         "query": _mapping(entry, name, "query"),
         "compensation": _mapping(entry, name, "compensation"),
         "breaker": _breaker(entry, name),
@@ -155,6 +157,20 @@ def _check_together(kwargs: dict[str, Any], name: str, kind: str) -> None:
         raise CatalogError(name, "approvals_required", "must be 1 or 2")
     if kind == "compensable_write" and kwargs["compensation"] is None:
         raise CatalogError(name, "compensation", "is required for a compensable_write")
+    _check_contact(kwargs["contact"], kwargs["params_schema"], name)
+
+
+def _check_contact(paths: tuple[str, ...], schema: dict[str, Any], name: str) -> None:
+    """A contact names a field of the args: one the params_schema declares, when it
+    declares its properties (a typo would otherwise show no contact, silently)."""
+    declared = schema.get("properties")
+    if not isinstance(declared, dict):
+        return
+    for index, path in enumerate(paths):
+        if path.split(".", 1)[0] not in declared:
+            fields = ", ".join(sorted(declared)) or "none"
+            problem = f"{path!r} is not a field of params_schema (it declares {fields})"
+            raise CatalogError(name, f"contact[{index}]", problem)
 
 
 def _get(entry: dict[str, Any], name: str, field: str, typ: type, default: Any) -> Any:

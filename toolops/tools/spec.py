@@ -68,6 +68,10 @@ class ToolSpec:
     summary: str = ""
     display: tuple[str, ...] = ()
     searchable: tuple[str, ...] = ()
+    # The args fields that hold the customer's contact (an e-mail address, a phone
+    # number): the support desk shows the first one found to support staff, each look
+    # audited (compensations/contact.py). Dotted paths, like `display`.
+    contact: tuple[str, ...] = ()
     # Exactly one transport: an HTTP endpoint, or a Python callable.
     url: str | None = None
     method: str = "POST"
