@@ -264,6 +264,8 @@ class Reviewer(Client):
             "decision": "approve" if approve else "reject",
             "args_hash": found.group(1),
             "note": "" if approve else "chaos: not this one",
+            # A charge's approval is confirmed (its page's dialog sends this field).
+            "confirmed": "1",
             "csrfmiddlewaretoken": _csrf(answer.text),
         }
         self.settled(

@@ -81,7 +81,7 @@ def test_calls_aborts_and_decisions_are_taken_at_once_and_done_when_the_broker_r
         took["decision"], decided = timed(
             reviewer, "POST", f"/console/approvals/{approval.approval_id}/decide/",
             data={"decision": "approve", "note": "", "args_hash": approval.args_hash,
-                  "csrfmiddlewaretoken": page.cookies.get("csrftoken")
+                  "confirmed": "1", "csrfmiddlewaretoken": page.cookies.get("csrftoken")
                   or reviewer.cookies["csrftoken"]},
         )  # fmt: skip
     assert decided.status_code in (200, 302), decided.text

@@ -83,7 +83,7 @@ def test_a_redis_restart_loses_no_compensation_approval_or_live_page(
         approval = Approval.objects.get()
         page_html = reviewer.get(f"/console/approvals/{approval.approval_id}/")
         decided = reviewer.post(f"/console/approvals/{approval.approval_id}/decide/", data={
-            "decision": "approve", "note": "", "args_hash": approval.args_hash,
+            "decision": "approve", "note": "", "args_hash": approval.args_hash, "confirmed": "1",
             "csrfmiddlewaretoken": page_html.cookies.get("csrftoken")
             or reviewer.cookies["csrftoken"],
         })  # fmt: skip

@@ -97,7 +97,7 @@ def test_posting_the_decide_form_twice_makes_one_decision_and_one_execution(
     charge(api, CHARGE, "tc-pay")
     approval = Approval.objects.get()
     browser = logged_in(reviewer)
-    form = {"decision": "approve", "note": "", "args_hash": approval.args_hash}
+    form = {"decision": "approve", "note": "", "args_hash": approval.args_hash, "confirmed": "1"}
     url = f"/console/approvals/{approval.approval_id}/decide/"
 
     with (

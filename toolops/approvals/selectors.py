@@ -55,24 +55,44 @@ def approval_counts() -> dict[str, int]:
     )
 
 
-def approval_next(*, user: Any, after: Approval) -> Approval | None:
-    """The oldest approval `user` can still decide, other than `after`: where a reviewer
-    goes once a decision is made."""
+def approvals_waiting_for(*, user: Any, other_than: Approval) -> QuerySet[Approval]:
+    """The approvals `user` can still decide, other than `other_than`, oldest first: the
+    queue as this reviewer works it (not past their time, not voted on by them)."""
     return (
         Approval.objects.pending()
         .filter(expires_at__gt=timezone.now())
-        .exclude(pk=after.pk)
+        .exclude(pk=other_than.pk)
         .exclude(votes__reviewer=user)
         .order_by("created_at", "pk")
-        .only("approval_id")
-        .first()
     )
+
+
+@dataclass(frozen=True)
+class Next:
+    """Where a reviewer goes once a decision is made: the oldest approval left to them,
+    and how many wait for them in all ("next: 1 of 2 waiting")."""
+
+    approval: Approval | None
+    waiting: int
+
+
+def approval_next(*, user: Any, after: Approval) -> Next:
+    """The oldest approval `user` can still decide, other than `after`, and how many they
+    can: two queries on the (status, created_at) index."""
+    waiting = approvals_waiting_for(user=user, other_than=after)
+    following = waiting.only("approval_id").first()
+    return Next(following, waiting.count() if following is not None else 0)
 
 
 def approvals_for_page() -> QuerySet[Approval]:
     """Approvals with what their page shows in the same query: the held call, its run and
     agent, the possible duplicate and its run, and who decided."""
     return Approval.objects.select_related("run__agent", "call", "duplicate_of__run", "decided_by")
+
+
+def approval_for_page(*, approval_id: str) -> Approval | None:
+    """One approval with what its page shows (approvals_for_page), None if unknown."""
+    return approvals_for_page().filter(approval_id=approval_id).first()
 
 
 def held_call(approval: Approval) -> ToolCall | None:

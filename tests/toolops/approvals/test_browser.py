@@ -116,7 +116,9 @@ def test_a_reviewer_sees_the_charge_arrive_approves_it_and_the_agent_gets_the_ou
         expect(page.locator("code.tool-call-id")).to_have_text(call["tool_call_id"])
         expect(page.locator("code.run-id")).to_have_text("r-1")
         page.screenshot(path=SHOTS / "approval.png", full_page=True)
+        # A charge is released at once: approving it is confirmed, naming it.
         page.get_by_role("button", name="Approve").click()
+        page.get_by_role("button", name="Approve: charge 199.00 EUR").click()
         expect(page.locator(".messages")).to_contain_text("Approved")
 
         poller.join(45)
@@ -144,8 +146,12 @@ def test_two_reviewers_racing_in_two_browsers_make_one_decision(
         for page in (rita, raj):
             expect(page.get_by_role("button", name="Approve")).to_be_visible()
         raj.get_by_label(re.compile("^Why reject")).fill("Not this customer's order.")
-        # Both forms are on screen; both are submitted at once.
-        rita.evaluate("document.querySelector('button[value=approve]').click()")
+        # Both decisions are on screen; both are submitted at once (rita's approval as
+        # confirmed: the confirmation's own field, as its dialog sends it).
+        rita.evaluate(
+            "() => { document.querySelector('input[name=confirmed]').disabled = false;"
+            " document.querySelector('button[value=approve]').click(); }"
+        )
         raj.evaluate("document.querySelector('button[value=reject]').click()")
         # Each page has come back from its POST with what it was told.
         said = re.compile("Approved|Rejected|Already decided")

@@ -219,7 +219,8 @@ def test_it_shows_the_call_in_plain_words_with_ids_and_buttons(
     # create_order declares cancel_order: held as "irreversible", it is not said to be
     # beyond undoing.
     assert "cannot be undone" not in page
-    assert "Approve runs create_order now." in page and "with cancel_order" in page
+    assert "Approve runs create_order now." in page
+    assert "Only cancel_order can undo create_order" in page
     assert "0 of 1 approval" in page
     assert "min left" in page
     assert 'name="decision" value="approve" class="primary approve">Approve</button>' in page
@@ -240,9 +241,9 @@ def test_it_shows_the_call_in_plain_words_with_ids_and_buttons(
 
 
 # session, user, the user's groups, the approval with its call, run, agent, duplicate and
-# decider, its votes, the earlier steps, the nav's three counts, and the audit of the
-# reviewer's look at the held call's full args (an audit entry, toolops/audit/).
-PAGE_QUERIES = 10
+# decider, its votes, the earlier steps, the nav's three counts. Nothing is audited: the
+# page shows the held call redacted, and its full args are a page of their own.
+PAGE_QUERIES = 9
 
 
 @pytest.mark.parametrize("count", [1, 6])
@@ -273,12 +274,16 @@ def test_it_shows_a_possible_duplicate_side_by_side(
 
     page = logged_in(reviewer).get(url(approval)).content.decode()
 
-    assert 'class="side-by-side"' in page
-    assert "Possible duplicate of" in page
-    assert '<code class="duplicate-run-id">r-117</code>' in page
-    assert '<code class="duplicate-tool-call-id">tc-first</code>' in page
-    assert "&quot;order_id&quot;: &quot;ord-9&quot;" in page
-    assert 'class="badge s-succeeded">succeeded<' in page
+    # Facts first, before the Decide box; the raw JSON under Technical details.
+    compared = page[page.index('class="card duplicate-compare"') :]
+    assert page.index('class="card duplicate-compare"') < page.index('class="card decide"')
+    assert '<th scope="col">This call</th><th scope="col">Already done</th>' in compared
+    assert "Already done: succeeded, just now in run r-117." in compared
+    technical = page[page.index('<details class="card technical"') :]
+    assert '<code class="duplicate-run-id">r-117</code>' in technical
+    assert '<code class="duplicate-tool-call-id">tc-first</code>' in technical
+    assert "&quot;order_id&quot;: &quot;ord-9&quot;" in technical
+    assert 'class="badge s-succeeded">succeeded<' in technical
     assert "another run of this session" in page
 
 
@@ -290,10 +295,8 @@ def test_it_renders_script_in_args_as_text(reviewer: Any, run: Run, console_cata
         page = logged_in(reviewer).get(path).content.decode()
         assert "<script>alert(1)</script>" not in page
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-        # The queue redacts it; the approval page shows the reviewer the held call's full
-        # args (audited), and only there.
-        shown = page.count("hunter2")
-        assert shown == (0 if path == "/console/approvals/" else 1)
+        # Redacted on both: the full args are a page of their own, each look audited.
+        assert "hunter2" not in page
 
 
 def test_it_answers_404_for_an_unknown_approval(reviewer: Any, approval: Approval) -> None:
@@ -325,7 +328,7 @@ def test_it_approves_and_the_worker_runs_the_call(
     delay.assert_called_once_with(approval.pk)
     assert said(response) == [
         "Approved “Create an order for 1 × A12 at 199.00” (tc-77 in run r-118): the worker "
-        "runs it now."
+        "runs it now. Nothing else waits for you."
     ]
 
 
@@ -337,7 +340,7 @@ def test_it_goes_on_to_the_next_pending_approval(
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
         response = decide(logged_in(reviewer), approval, "approve")
 
-    assert response["Location"] == url(following)
+    assert response["Location"] == f"{url(following)}?after={approval.approval_id}"
 
 
 def test_it_refuses_to_reject_without_a_note_and_changes_nothing(

@@ -110,19 +110,21 @@ def test_it_shows_the_conversations_earlier_calls_from_every_run_of_its_session(
     assert "ZZ9" not in page and "r-stranger" not in page and "LATE" not in page
 
 
-def test_the_decision_forms_keep_each_note_to_its_own_decision(
+def test_the_decide_box_is_one_form_with_both_notes(
     reviewer: Any, agent_a: tuple[Agent, str], facts_catalog: Any
 ) -> None:
     approval = hold(make_run(agent_a[0], "r-forms"), "tc-1", "charge", CHARGE)
 
     page = logged_in(reviewer).get(url(approval)).content.decode()
 
-    approve = page[page.index('class="stacked decide-form approve-form"') :]
-    approve = approve[: approve.index("</form>")]
-    reject = page[page.index('class="stacked decide-form reject-form"') :]
-    reject = reject[: reject.index("</form>")]
-    assert 'value="approve"' in approve and 'value="reject"' not in approve
-    assert 'id="approve-note"' in approve and 'id="approval-note"' not in approve
-    assert 'value="reject"' in reject and 'id="approval-note"' in reject
-    assert "approve" not in reject.replace("approval", "")
+    # One form: the server sees a reason typed to reject even when Approve is pressed.
+    assert page.count('class="decide-form"') == 1
+    form = page[page.index('class="decide-form"') :]
+    form = form[: form.index("</form>")]
+    assert 'value="approve"' in form and 'value="reject"' in form
+    assert 'name="note" id="approve-note"' in form
+    assert 'name="reject_reason" id="approval-note"' in form
+    # The confirmation's field is sent by the dialog's own button only.
+    assert '<input type="hidden" name="confirmed" value="1" disabled>' in form
     assert "<kbd>Ctrl</kbd>+<kbd>Enter</kbd> rejects" in page
+    assert "no key approves" in page
