@@ -17,6 +17,8 @@ from compensations.snooze import snooze_choices, ticket_snooze, ticket_unsnooze
 from tests.console.conftest import logged_in
 from toolops.audit.models import AuditEntry
 from toolops.models import Agent
+from toolops.notify.models import NotificationEvent
+from toolops.notify.watch import tickets_unassigned
 
 from .conftest import dead_letter
 
@@ -153,3 +155,23 @@ def test_the_quick_choices(support: Any, ticket: Ticket) -> None:
     assert ticket.snoozed_until is not None
     assert (ticket.snoozed_until.hour, ticket.snoozed_until.minute) == (9, 0)
     assert ticket.snoozed_until.date() == (timezone.now() + timedelta(days=1)).date()
+
+
+def test_a_snoozed_ticket_does_not_call_for_anyone_until_its_time(
+    support: Any, agent_a: tuple[Agent, str], settings: Any
+) -> None:
+    settings.TOOLOPS_NOTIFY_TICKET_UNASSIGNED_S = 0
+    a, b = dead_letter(agent_a[0], "r-a"), dead_letter(agent_a[0], "r-b")
+    ticket_snooze(ticket=a, by=support, until=timezone.now() + timedelta(hours=1))
+    client = logged_in(support)
+
+    # The menu's count and the home count only what waits now; no reminder for it either.
+    assert (
+        'class="badge count tickets-count" title="1 open ticket"'
+        in client.get("/console/tickets/").content.decode()
+    )
+    home = client.get("/console/").content.decode()
+    assert f"/console/tickets/{b.pk}/" in home and f"/console/tickets/{a.pk}/" not in home
+    assert tickets_unassigned(now=timezone.now()) == 1
+    reminded = NotificationEvent.objects.filter(kind="ticket_unassigned")
+    assert set(reminded.values_list("ref", flat=True)) == {str(b.pk)}

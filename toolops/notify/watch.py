@@ -87,7 +87,8 @@ def approvals_expiring(*, now: datetime) -> int:
 
 def tickets_unassigned(*, now: datetime) -> int:
     since = now - timedelta(seconds=settings.TOOLOPS_NOTIFY_TICKET_UNASSIGNED_S)
-    waiting = Ticket.objects.open().filter(assignee__isnull=True, opened_at__lte=since)
+    # A snoozed ticket is put aside on purpose: reminded of once its snooze ends.
+    waiting = Ticket.objects.awake(now).filter(assignee__isnull=True, opened_at__lte=since)
     pks = list(waiting.order_by("opened_at").values_list("pk", flat=True)[:BATCH])
     told = _told("ticket_unassigned", [str(pk) for pk in pks])
     return sum(events.ticket_unassigned(ticket_pk=pk) for pk in pks if str(pk) not in told)

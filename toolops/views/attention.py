@@ -174,14 +174,17 @@ def open_breakers(now: datetime) -> list[OpenBreaker]:
 
 
 def tickets_waiting(now: datetime, *, may_open: bool) -> Tickets | None:
-    """Open tickets: how many, how many with nobody on them, and the oldest."""
-    counts = Ticket.objects.open().aggregate(
+    """Open tickets not snoozed: how many, how many with nobody on them, and the oldest."""
+    counts = Ticket.objects.awake(now).aggregate(
         count=Count("pk"), unassigned=Count("pk", filter=Q(assignee__isnull=True))
     )
     if not counts["count"]:
         return None
     oldest = (
-        Ticket.objects.open().only("pk", "tool", "opened_at").order_by("opened_at", "pk").first()
+        Ticket.objects.awake(now)
+        .only("pk", "tool", "opened_at")
+        .order_by("opened_at", "pk")
+        .first()
     )
     if oldest is None:  # closed between the two reads
         return None

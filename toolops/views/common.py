@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.http import Http404
+from django.utils import timezone
 
 from compensations.models import Ticket
 from toolops import live
@@ -59,8 +60,9 @@ def _unknown_count() -> int:
 # entry, so each must be a single cheap, indexed COUNT. A new badge is one line here and
 # one `{% if name %}` in base.html.
 def _open_tickets() -> int:
-    # Dead-lettered compensations waiting for support. One COUNT on (status, opened_at).
-    return Ticket.objects.open().count()
+    # Dead-lettered compensations waiting for support now: a snoozed one is put aside
+    # until its time (compensations/snooze.py). One COUNT on (status, opened_at).
+    return Ticket.objects.awake(timezone.now()).count()
 
 
 def _pending_approvals() -> int:
