@@ -21,6 +21,8 @@ from tests.console.conftest import make_call, make_run
 from toolops import envs
 from toolops.envs import args_keys, fernet_keys, kept_secret
 from toolops.models import ToolCall
+from toolops.notify import hooks
+from toolops.notify.models import Webhook
 from traces import services as traces
 from traces.models import SealedArgs
 from traces.vault import SealedArgsUnavailable, VaultError, args_read, seal, unseal
@@ -28,6 +30,7 @@ from traces.vault import SealedArgsUnavailable, VaultError, args_read, seal, uns
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 FULL_ARGS = {"contact": "ann@example.com", "sku": "A12"}
 FULL_RESULT = {"ok": True, "echo": "ann@example.com"}
+HOOK = "https://hooks.example/services/T0/B0/abc"
 
 
 def sealed_call(agent: Any) -> ToolCall:
@@ -49,6 +52,9 @@ def test_a_rotated_key_still_opens_old_rows_and_the_command_re_encrypts(
     settings.TOOLOPS_ARGS_KEYS = [OLD]
     call = sealed_call(agent_a[0])
     assert call.args == {"contact": "[redacted email]", "sku": "A12"}
+    hook = Webhook.objects.create(
+        group="operators", shown=HOOK, sealed=hooks.sealed(url=HOOK, secret="s" * 32)
+    )
     old_token = SealedArgs.objects.get(pk=call.call_id).token
     old_result = call.result_sealed
 
@@ -61,7 +67,7 @@ def test_a_rotated_key_still_opens_old_rows_and_the_command_re_encrypts(
     out = io.StringIO()
     call_command("rotate_args_keys", batch_size=1, stdout=out)
 
-    assert "Re-encrypted 1 sealed args and 1 sealed results" in out.getvalue()
+    assert "Re-encrypted 1 sealed args, 1 sealed results and 1 console webhooks" in out.getvalue()
 
     row = SealedArgs.objects.get(pk=call.call_id)
     fresh = ToolCall.objects.get(pk=call.pk)
@@ -70,6 +76,7 @@ def test_a_rotated_key_still_opens_old_rows_and_the_command_re_encrypts(
     settings.TOOLOPS_ARGS_KEYS = [NEW]
     assert unseal(row.token) == FULL_ARGS
     assert traces.args_open(fresh) == FULL_ARGS and traces.result_open(fresh) == FULL_RESULT
+    assert hooks.opened(Webhook.objects.get(pk=hook.pk)) == (HOOK, "s" * 32)
     # ...and without the new one nothing opens.
     settings.TOOLOPS_ARGS_KEYS = [OLD]
     with pytest.raises(VaultError):
@@ -85,7 +92,9 @@ def test_rotate_reports_rows_no_key_opens_and_refuses_a_bad_batch_size(
     settings.TOOLOPS_ARGS_KEYS = [NEW]  # the old key dropped too early
     SealedArgs.objects.create(digest="b" * 64, token=seal({"y": 2}))
 
-    with pytest.raises(CommandError, match="1 sealed args and 0 sealed results could not"):
+    with pytest.raises(
+        CommandError, match="1 sealed args, 0 sealed results and 0 console webhooks could not"
+    ):
         call_command("rotate_args_keys", stdout=io.StringIO())
     # The unreadable row is left as it was, for the key that sealed it.
     settings.TOOLOPS_ARGS_KEYS = [OLD]

@@ -1,4 +1,4 @@
-"""Re-encrypt every sealed args row and sealed result with the first key of
+"""Re-encrypt every sealed args row, sealed result and console webhook with the first key of
 TOOLOPS_ARGS_KEYS (MultiFernet.rotate), so that the older keys can then be dropped.
 
 Rotation: put a new key first in TOOLOPS_ARGS_KEYS and keep the old ones after it,
@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from toolops.models import ToolCall
+from toolops.notify.models import Webhook
 from traces.models import SealedArgs
 from traces.vault import VaultError, rotate
 
@@ -32,15 +33,18 @@ class Command(BaseCommand):
             raise CommandError("--batch-size must be at least 1")
         sealed, bad_sealed = self._rotate(SealedArgs, "token", batch_size)
         results, bad_results = self._rotate(ToolCall, "result_sealed", batch_size)
+        # A console webhook's URL and secret are sealed with the same keys (notify/hooks.py).
+        hooks, bad_hooks = self._rotate(Webhook, "sealed", batch_size)
         self.stdout.write(
-            f"Re-encrypted {sealed} sealed args and {results} sealed results "
-            "with the first key of TOOLOPS_ARGS_KEYS."
+            f"Re-encrypted {sealed} sealed args, {results} sealed results and {hooks} "
+            "console webhooks with the first key of TOOLOPS_ARGS_KEYS."
         )
-        if bad_sealed or bad_results:
+        if bad_sealed or bad_results or bad_hooks:
             raise CommandError(
-                f"{bad_sealed} sealed args and {bad_results} sealed results could not be "
-                "decrypted by any key in TOOLOPS_ARGS_KEYS and were left as they are: "
-                "keep the key that sealed them until they are rotated or purged."
+                f"{bad_sealed} sealed args, {bad_results} sealed results and {bad_hooks} "
+                "console webhooks could not be decrypted by any key in TOOLOPS_ARGS_KEYS "
+                "and were left as they are: keep the key that sealed them until they are "
+                "rotated or purged (a webhook: removed and added again)."
             )
 
     def _rotate(self, model: Any, field: str, batch_size: int) -> tuple[int, int]:
