@@ -17,9 +17,10 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from toolops.demo import agent
+from toolops.demo.accounts import Logins
 from toolops.demo.logins import AGENT_KEY, write_secrets
 from toolops.demo.processes import port_is_free
-from toolops.management.commands.demo import Logins, agent_lines
+from toolops.management.commands.demo import agent_lines
 
 from .launcher import ROOT, free_port
 
