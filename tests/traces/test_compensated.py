@@ -109,11 +109,16 @@ def test_an_aborted_runs_summary_says_so_and_what_was_undone(
 
     page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
 
-    summary = re.search(r'<p class="summary-text">(.*?)</p>', page, re.S)
-    assert summary is not None
-    assert summary[1].startswith("Aborted after 3 of 3 tool calls succeeded; failed to undo: ")
-    assert "still undoing: " in summary[1] and "undone: " in summary[1]
-    assert not summary[1].startswith("All 3 of 3")
+    # The page's own plain sentence (traces/console/plain.py; test_story.py has them all):
+    # what was done, then what was undone and what was not — never "All … succeeded".
+    story = re.search(r'<p class="story">(.*?)</p>', page, re.S)
+    assert story is not None
+    assert story[1] == (
+        "Aborted by the agent after 3 calls, all done: reserve_stock ×3. "
+        "ToolOps undid 1 of 3 (release_stock); it has still to undo the rest (release_stock); "
+        "release_stock failed."
+    )
+    assert "succeeded" not in story[1]
     # Its compensations' errors in words, the stored text on hover.
     assert 'title="HTTP 503: injected_fault">the ' in page
     assert "service answered 503 (unavailable)</td>" in page

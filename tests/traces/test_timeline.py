@@ -115,15 +115,21 @@ def test_the_page_shows_bars_anchors_waits_and_the_record(
     assert 'class="bar attempt-bar o-ok" data-left="50.00" data-width="10.00"' in lane
     assert "style=" not in page
     assert "after 2000.0 ms of backoff" in lane
-    # Each attempt opens on the call's idempotency record and its downstream request id.
+    # Each attempt opens on its downstream request id, and under its Technical details on
+    # its span and the call's idempotency record (no jargon before that disclosure).
     attempt = lane.split(f'id="attempt-{reserve.call_id}-2"')[1].split("</tr>")[0]
     assert "<code>req-second</code>" in attempt
-    assert re.search(
-        r"<dt>state</dt><dd>recorded</dd></div>\s*<div><dt>fence</dt><dd>1</dd>", attempt
+    plain, technical = attempt.split(
+        f'<details class="technical" id="tech-attempt-{reserve.call_id}-2">'
     )
-    assert "2026-01-05 12:00:06 UTC" in attempt  # recorded_at
+    assert "fence" not in plain and "child of" not in plain
+    assert re.search(
+        r"<dt>state</dt><dd>recorded</dd></div>\s*<div><dt>fence</dt><dd>1</dd>", technical
+    )
+    assert "2026-01-05 12:00:06 UTC" in technical  # recorded_at
     # Span ids: the call's, and each attempt's as its child.
     assert f"span <code>{reserve.span_id}</code>" in lane
+    assert f"child of <code>{reserve.span_id}</code>" in technical
     # The axis' heading: +0 at the left, the run's 10 s at the right.
     assert '<span class="tick" data-left="0.0">+0 ms</span>' in page
     assert '<span class="tick" data-left="100.0">+10.0 s</span>' in page

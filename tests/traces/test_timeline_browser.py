@@ -114,10 +114,13 @@ def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
         expect(attempts.last.locator(".attempt-bar.o-ok")).to_be_visible()
         expect(page.locator(".last-succeeded-id")).to_have_text("tc-reserve")
         assert page.evaluate("window.__notReloaded") is True
-        # An attempt opens on its idempotency record and downstream request id.
-        attempts.last.locator("summary").click()
-        record = attempts.last.locator("dl.record")
-        expect(record).to_contain_text("recorded")
+        # An attempt opens on its downstream request id, and under its Technical details
+        # on the call's idempotency record.
+        attempts.last.locator("summary").first.click()
+        technical = attempts.last.locator("details.technical")
+        expect(technical.locator("dl.record")).to_be_hidden()
+        technical.get_by_text("Technical details", exact=True).click()
+        expect(technical.locator("dl.record")).to_contain_text("recorded")
         stored = ToolCall.objects.get(call_id=second["call_id"]).attempt_rows.order_by("number")
         expect(attempts.last).to_contain_text(stored.last().downstream_request_id)
         page.screenshot(path=SHOTS / f"timeline_{live}.png", full_page=True)

@@ -3,8 +3,11 @@ positioned spans, no chart library), and how times and durations read on the pag
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+from toolops.models import Attempt, Run, ToolCall
 
 # A bar narrower than this would vanish; it is drawn this wide, its real length in words.
 MIN_WIDTH = 0.4
@@ -65,3 +68,23 @@ def clock(moment: datetime) -> str:
     """To the millisecond: attempts a few ms apart must read apart."""
     moment = moment.astimezone(UTC)
     return f"{moment:%H:%M:%S}.{moment.microsecond // 1000:03d}"
+
+
+def run_axis(
+    run: Run, light: Sequence[ToolCall], full: Iterable[ToolCall], *, now: datetime, live: bool
+) -> Axis:
+    """From the run's start (or its first call, if earlier) to its end: `now` while the run
+    can still change, else the last moment anything recorded happened (a call left open
+    in an ended run, an unknown outcome say, must not stretch the axis to today). `full`:
+    the calls read with their attempts."""
+    start = min([run.created_at, *(c.created_at for c in light[:1])])
+    if live:
+        return Axis(start, max(now, start))
+    moments = [run.ended_at or start]
+    moments += [c.finished_at or c.created_at for c in light]
+    moments += [attempt_end(a) for c in full for a in c.attempt_list]  # type: ignore[attr-defined]
+    return Axis(start, max(moments))
+
+
+def attempt_end(attempt: Attempt) -> datetime:
+    return attempt.started_at + timedelta(milliseconds=attempt.duration_ms)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from compensations.models import Compensation
-from toolops.summary import ABORT_STATES, abort_text
 from toolops.tools import registry
 from toolops.tools.wording import error_sentence
 
@@ -44,6 +43,29 @@ class PageRange:
     last: int
 
 
+# A compensation's status, as the page says it to a person ("2 undone").
+STATUS_WORDS = {
+    Compensation.Status.REGISTERED: "to be undone if the run is aborted",
+    Compensation.Status.DISCARDED: "not needed (the run completed)",
+    Compensation.Status.PENDING: "waiting to be undone",
+    Compensation.Status.RUNNING: "being undone",
+    Compensation.Status.SUCCEEDED: "undone",
+    Compensation.Status.DEAD_LETTERED: "could not be undone (a support ticket is open)",
+    Compensation.Status.RESOLVED: "settled by hand by support",
+}
+
+
+@dataclass(frozen=True)
+class UndoFacts:
+    """One compensation of the run, in the few columns its plain summary needs."""
+
+    call_pk: int  # the call it undoes
+    status: str
+    tool: str  # the undo tool
+    undo_call_pk: int | None  # its latest undo call
+    ticket: int | None  # the support ticket opened when it could not be done
+
+
 @dataclass
 class RunCompensations:
     rows: list[CompensationRow]  # the shown calls' compensations, newest first
@@ -51,8 +73,12 @@ class RunCompensations:
     by_status: list[tuple[str, int]]  # the run's, in the order of Compensation.Status
     elsewhere: list[PageRange]  # the other pages that list some
     paged: bool  # the run's calls take more than one page
-    # An aborted run's first sentence: that it was aborted, and what was undone or not.
-    aborted: str = ""
+    undos: list[UndoFacts]  # the run's, newest first: what its summary says was undone
+
+    @property
+    def plain(self) -> list[str]:
+        """The run's totals in words: ["2 undone", "1 could not be undone (…)"]."""
+        return [f"{count} {STATUS_WORDS.get(status, status)}" for status, count in self.by_status]
 
     @property
     def pages_elsewhere(self) -> int:
@@ -60,22 +86,23 @@ class RunCompensations:
 
 
 def compensations_build(*, timeline: Timeline) -> RunCompensations:
-    """The compensations of the calls on `timeline`'s page, and the run's totals."""
+    """The compensations of the calls on `timeline`'s page, and the run's totals. Each
+    lane of the page learns the ticket opened for its undo (its plain words name it)."""
     current = timeline.window.number
     shown = [pk for pk, page in timeline.call_pages.items() if page == current]
     # Small columns of every compensation of the run: its totals and where the others are.
     counts: Counter[str] = Counter()
     pages: set[int] = set()
+    # The ticket's id rides along on a join: still one query.
     light = (
         Compensation.objects.filter(run=timeline.run)
         .order_by("-pk")
-        .values_list("call_id", "status", "tool")
+        .values_list("call_id", "status", "tool", "undo_call_id", "ticket")
     )
-    undo: list[tuple[str, str]] = []
-    for call_pk, status, tool in light:
-        counts[status] += 1
-        pages.add(timeline.call_pages.get(call_pk, current))
-        undo.append((tool, status))
+    undos = [UndoFacts(*row) for row in light]
+    for undo in undos:
+        counts[undo.status] += 1
+        pages.add(timeline.call_pages.get(undo.call_pk, current))
     # By the shown calls, not by the ids above: the same query on every page, even one
     # with none to show.
     full = (
@@ -91,21 +118,27 @@ def compensations_build(*, timeline: Timeline) -> RunCompensations:
         )
         for c in full
     ]
+    _tickets_to_lanes(timeline, rows)
     return RunCompensations(
         rows=rows,
         total=sum(counts.values()),
         by_status=[(s.value, counts[s.value]) for s in Compensation.Status if counts[s.value]],
         elsewhere=_ranges(sorted(pages - {current})),
         paged=timeline.window.pages > 1,
-        aborted=_aborted(timeline, undo),
+        undos=undos,
     )
 
 
-def _aborted(timeline: Timeline, undo: list[tuple[str, str]]) -> str:
-    """The runs list's sentence for an aborted run, on its page too (toolops/summary.py)."""
-    if timeline.run.status not in ABORT_STATES:
-        return ""
-    return abort_text(status=timeline.run.status, calls=timeline.agent_calls, undo=undo)
+def _tickets_to_lanes(timeline: Timeline, rows: list[CompensationRow]) -> None:
+    """The call an undo failed for, and each round of that undo, name its ticket."""
+    tickets = {}
+    for row in rows:
+        ticket = getattr(row.compensation, "ticket", None)  # none: the relation raises
+        if ticket is not None:
+            tickets[row.compensation.call.call_id] = ticket
+    for lane in timeline.rows:
+        undone = lane.undoes.call_id if lane.undoes is not None else lane.call.call_id
+        lane.ticket = tickets.get(undone, lane.ticket)
 
 
 def _ranges(pages: list[int]) -> list[PageRange]:

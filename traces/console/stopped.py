@@ -25,6 +25,20 @@ def stopping_call(calls: Sequence[ToolCall], last_succeeded: str | None) -> Tool
     return next((c for c in calls[start:] if c.status != S.SUCCEEDED), None)
 
 
+def call_state(call: ToolCall) -> tuple[str, str]:
+    """Whether the call can still change, in a word for styles and in words for people."""
+    if call.status == S.IN_PROGRESS:
+        return "in_flight", "in flight"
+    if call.status == S.PENDING_APPROVAL:
+        return "pending_approval", "waiting for approval"
+    if call.status == S.UNKNOWN:
+        if call.next_reconcile_at is not None:
+            when = f"{call.next_reconcile_at:%H:%M:%S} UTC"
+            return "waiting_retry", f"waiting for retry: reconciled again at {when}"
+        return "needs_person", "outcome unknown: needs a person"
+    return "done", ""
+
+
 def why_stopped(run: Run, call: ToolCall | None) -> str:
     """One sentence: the next step and why the run is not past it, or how the run ended."""
     if call is None:

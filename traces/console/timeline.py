@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.db.models import Prefetch, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from compensations.models import Ticket
 from toolops.idle import idle_text
 from toolops.models import Attempt, IdempotencyRecord, Run, ToolCall
 from toolops.summary import last_succeeded, run_summary
@@ -25,10 +26,11 @@ from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import error_sentence
 from traces.sensitive import redact
 
-from .axis import Axis, Span, clock, duration, stamp
+from .axis import Axis, Span, attempt_end, clock, duration, run_axis, stamp
 from .pretty import pretty
-from .stopped import OPEN, BudgetLine, budget_lines, stopping_call, why_stopped
+from .stopped import OPEN, BudgetLine, budget_lines, call_state, stopping_call, why_stopped
 from .window import PAGE_SIZE, Window
+from .words import ApprovalLine, approval_line, status_words, why_words
 
 # The whole run is read with these columns only: args and results can be large.
 LIGHT_FIELDS = (
@@ -48,6 +50,17 @@ class CallRef:
     tool: str
     status: str
     href: str
+    step: int = 0
+    title: str = ""  # the catalog's title when the call is on the page, else the tool
+
+    @property
+    def status_words(self) -> str:
+        return status_words(self.status)
+
+    @property
+    def round(self) -> str:
+        """An undo call's round: its try at the undo ("2" once support retried it)."""
+        return self.tool_call_id.rpartition(":")[2]
 
 
 @dataclass
@@ -105,7 +118,16 @@ class CallLane:
     undoes: CallRef | None = None  # an undo call: the call it undoes
     undone_by: list[CallRef] = field(default_factory=list)
     title: str = ""  # the catalog's one-line title, when the tool has a summary
-    error_text: str = ""  # its error as a sentence naming the service
+    error_text: str = ""  # why it failed, in words: a sentence naming the service
+    status_words: str = ""  # its status as people read it ("done", "in progress")
+    approval: ApprovalLine | None = None  # its approval in words, past tense once decided
+    # The ticket opened when undoing it failed (set by compensated.py, which reads them).
+    ticket: Ticket | None = None
+
+    @property
+    def name(self) -> str:
+        """What a person calls it: its title, else its tool."""
+        return self.title or self.call.tool
 
     @property
     def anchor(self) -> str:
@@ -188,13 +210,13 @@ def timeline_build(
     full = _read_whole([c.pk for c in shown] + ([stop.pk] if stop is not None else []))
     records = _records(full.values())
     live = run.status in live_statuses
-    axis = _axis(run, light, full.values(), now=now, live=live)
+    axis = run_axis(run, light, full.values(), now=now, live=live)
 
     call_pages = {c.pk: index // PAGE_SIZE + 1 for index, c in enumerate(light)}
     pages = {c.call_id: call_pages[c.pk] for c in light}
     lanes = _Lanes(
         light, axis=axis, records=records, tools=tools or {}, last_ok=last_ok, stop=stop,
-        pages=pages, current=window.number,
+        pages=pages, current=window.number, full=full.values(),
     )  # fmt: skip
 
     rows = [lanes.lane(full[c.pk]) for c in shown if c.pk in full]
@@ -219,7 +241,8 @@ def _read_whole(pks: list[int]) -> dict[int, ToolCall]:
     return {
         c.pk: c
         for c in ToolCall.objects.filter(pk__in=pks)
-        .select_related("settled_by", "approval")
+        # The approval's reviewer too: the page says who decided it.
+        .select_related("settled_by", "approval__decided_by")
         .prefetch_related(
             # Into a list: `.all()` on a prefetched relation still clones a queryset, which
             # a page of hundreds of calls pays for in milliseconds.
@@ -240,12 +263,14 @@ class _Lanes:
     def __init__(
         self, light: Sequence[ToolCall], *, axis: Axis, records: dict[str, IdempotencyRecord],
         tools: dict[str, ToolSpec], last_ok: str | None, stop: ToolCall | None,
-        pages: dict[str, int], current: int,
+        pages: dict[str, int], current: int, full: Iterable[ToolCall],
     ) -> None:  # fmt: skip
         self.axis, self.records, self.tools = axis, records, tools
         self.last_ok, self.stop = last_ok, stop
         self.pages, self.current = pages, current
         self.by_call_id = {c.call_id: c for c in light}
+        # Titles need the args: only the calls read whole have them (the page's).
+        self.titles = {c.pk: _title(c, tools.get(c.tool)) for c in full}
         self.undone_by: dict[str, list[ToolCall]] = {}
         for c in light:
             if c.role == ToolCall.Role.UNDO:
@@ -253,10 +278,13 @@ class _Lanes:
 
     def ref(self, c: ToolCall) -> CallRef:
         href = _href(c.call_id, self.pages[c.call_id], self.current)
-        return CallRef(c.call_id, c.tool_call_id, c.tool, c.status, href)
+        title = self.titles.get(c.pk) or c.tool
+        return CallRef(c.call_id, c.tool_call_id, c.tool, c.status, href, c.step_index, title)
 
     def lane(self, c: ToolCall) -> CallLane:
-        built = _lane(c, axis=self.axis, record=self.records.get(c.call_id), tools=self.tools)
+        record = self.records.get(c.call_id)
+        title = self.titles.get(c.pk, "")
+        built = _lane(c, axis=self.axis, record=record, tools=self.tools, title=title)
         built.is_last_succeeded = c.role == ToolCall.Role.CALL and c.tool_call_id == self.last_ok
         built.is_stop = self.stop is not None and c.pk == self.stop.pk
         is_undo = c.role == ToolCall.Role.UNDO
@@ -279,27 +307,13 @@ def _undone_call_id(call: ToolCall) -> str:
     return call.tool_call_id[len(UNDO_PREFIX) :].rpartition(":")[0]
 
 
-def _axis(
-    run: Run, light: Sequence[ToolCall], full: Iterable[ToolCall], *, now: datetime, live: bool
-) -> Axis:
-    """From the run's start (or its first call, if earlier) to its end: `now` while the run
-    can still change, else the last moment anything recorded happened (a call left open
-    in an ended run, an unknown outcome say, must not stretch the axis to today)."""
-    start = min([run.created_at, *(c.created_at for c in light[:1])])
-    if live:
-        return Axis(start, max(now, start))
-    moments = [run.ended_at or start]
-    moments += [c.finished_at or c.created_at for c in light]
-    moments += [_ends(a) for c in full for a in c.attempt_list]  # type: ignore[attr-defined]
-    return Axis(start, max(moments))
-
-
-def _ends(attempt: Attempt) -> datetime:
-    return attempt.started_at + timedelta(milliseconds=attempt.duration_ms)
-
-
 def _lane(
-    call: ToolCall, *, axis: Axis, record: IdempotencyRecord | None, tools: dict[str, ToolSpec]
+    call: ToolCall,
+    *,
+    axis: Axis,
+    record: IdempotencyRecord | None,
+    tools: dict[str, ToolSpec],
+    title: str,
 ) -> CallLane:
     attempts: list[AttemptLane] = []
     looks = 0
@@ -315,15 +329,15 @@ def _lane(
         waited = timedelta(milliseconds=attempt.waited_ms)
         row = AttemptLane(
             attempt=attempt, anchor=f"attempt-{call.call_id}-{key}", label=label,
-            bar=axis.span(begin, _ends(attempt)),
+            bar=axis.span(begin, attempt_end(attempt)),
             wait=axis.span(begin - waited, begin) if attempt.waited_ms > 0 else None,
             started=clock(begin), took_ms=f"{attempt.duration_ms:.1f}",
             waited_ms=f"{attempt.waited_ms:.1f}" if attempt.waited_ms > 0 else "",
             error_text=error_sentence(attempt.error, tool=call.tool, spec=spec),
         )  # fmt: skip
         attempts.append(row)
-    last_end = _ends(attempts[-1].attempt) if attempts else call.created_at
-    state, text = _state(call)
+    last_end = attempt_end(attempts[-1].attempt) if attempts else call.created_at
+    state, text = call_state(call)
     end = call.finished_at or (axis.end if call.status in OPEN else max(last_end, call.created_at))
     # Stored redacted already; redacted again for showing, by the tool's own rules, in case
     # a row predates them.
@@ -336,23 +350,15 @@ def _lane(
         waiting=axis.span(last_end, axis.end) if state == "waiting_retry" else None,
         args_json=pretty(redact(call.args, spec=spec)),
         result_json=pretty(redact(call.result, spec=spec, result=True)),
-        title=call_title(spec, call.args, call.result) if spec and spec.summary else "",
-        error_text=error_sentence(call.error_message, tool=call.tool, spec=spec),
+        title=title, status_words=status_words(call.status),
+        error_text=why_words(call, spec),
+        approval=approval_line(call.approval, tool=call.tool, spec=spec) if call.approval else None,
     )  # fmt: skip
 
 
-def _state(call: ToolCall) -> tuple[str, str]:
-    """Whether the call can still change, in a word for styles and in words for people."""
-    if call.status == S.IN_PROGRESS:
-        return "in_flight", "in flight"
-    if call.status == S.PENDING_APPROVAL:
-        return "pending_approval", "waiting for approval"
-    if call.status == S.UNKNOWN:
-        if call.next_reconcile_at is not None:
-            when = f"{call.next_reconcile_at:%H:%M:%S} UTC"
-            return "waiting_retry", f"waiting for retry: reconciled again at {when}"
-        return "needs_person", "outcome unknown: needs a person"
-    return "done", ""
+def _title(call: ToolCall, spec: ToolSpec | None) -> str:
+    """The catalog's title of a call read whole; "" when its tool has no summary."""
+    return call_title(spec, call.args, call.result) if spec and spec.summary else ""
 
 
 def call_page_url(call: ToolCall) -> str:

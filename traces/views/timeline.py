@@ -1,5 +1,6 @@
-"""The run page (`/console/runs/<pk>/`): the run's waterfall (traces/console/timeline.py),
-live while the run can change; and `/console/calls/<call_id>/`, a deep link to one call."""
+"""The run page (`/console/runs/<pk>/`): the run in plain words (traces/console/story.py),
+then its waterfall (traces/console/timeline.py), live while the run can change; and
+`/console/calls/<call_id>/`, a deep link to one call."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from toolops.permissions import (
     can_work_tickets,
     console_required,
 )
+from toolops.tools.spec import ToolSpec
 from toolops.views.common import (
     HtmxHttpRequest,
     catalog,
@@ -26,7 +28,9 @@ from toolops.views.common import (
     page_context,
 )
 from traces.console.compensated import compensations_build
+from traces.console.story import run_story_build
 from traces.console.timeline import Timeline, call_page_url, timeline_build
+from traces.console.words import run_status_words
 from traces.live import run_push_path
 
 ABORTABLE = (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED)
@@ -37,8 +41,9 @@ ABORTABLE = (Run.Status.RUNNING, Run.Status.BUDGET_EXHAUSTED)
 @console_required
 def run_timeline(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("agent"), pk=pk)
-    timeline = timeline_build(run=run, page=_page(request), tools=catalog())
-    ctx = live_context(push_path=run_push_path(run.pk), **_context(request, timeline))
+    tools = catalog()
+    timeline = timeline_build(run=run, page=_page(request), tools=tools)
+    ctx = live_context(push_path=run_push_path(run.pk), **_context(request, timeline, tools))
     # A run that can no longer change needs no socket, and its page stops polling.
     ctx["pushed"] = ctx["pushed"] and timeline.live
     if is_refresh(request):
@@ -62,16 +67,21 @@ def _page(request: HtmxHttpRequest) -> int | None:
     return int(page) if page.isascii() and page.isdigit() else None
 
 
-def _context(request: HtmxHttpRequest, timeline: Timeline) -> dict[str, Any]:
+def _context(
+    request: HtmxHttpRequest, timeline: Timeline, tools: dict[str, ToolSpec]
+) -> dict[str, Any]:
     """All that `run.html#run-body` needs: a refresh renders it without page_context."""
     run = timeline.run
+    compensations = compensations_build(timeline=timeline)
     return {
         "run": run,
+        "run_status": run_status_words(run.status),
+        "story": run_story_build(timeline=timeline, compensations=compensations, tools=tools),
         "timeline": timeline,
         "rows": timeline.rows,
         "stop": timeline.stop,
         "last_succeeded": timeline.last_succeeded.tool_call_id if timeline.last_succeeded else None,
-        "compensations": compensations_build(timeline=timeline),
+        "compensations": compensations,
         "live": timeline.live,
         "refresh_url": request.get_full_path(),
         "can_settle": can_settle_unknown(request.user),
