@@ -123,9 +123,7 @@ def test_a_stored_subject_with_a_line_break_goes_out_as_one_header_line() -> Non
     assert outbox.deliveries_send(channel="email", target=RITA) == 2
 
     [message] = mail.outbox
-    assert message.subject.startswith(
-        "[ToolOps] 2 approvals wait: dave Bcc: x@evil.example yyy"
-    )
+    assert message.subject.startswith("[ToolOps] 2 approvals wait: dave Bcc: x@evil.example yyy")
     assert len(message.subject) == HEADER_MAX and message.subject.endswith("…")
     assert "Bcc" not in message.message() and message.bcc == []
     assert not any(line.startswith("Bcc:") for line in message.body.splitlines())
