@@ -60,3 +60,28 @@ def open_page() -> Iterator[Any]:
     """A fresh browser and page, closed afterwards."""
     with open_pages(1) as (page,):
         yield page
+
+
+# The two widths every console page is checked at: a desktop, and a phone (touch).
+PHONE, DESKTOP = 390, 1400
+CONTEXTS: dict[int, dict[str, Any]] = {
+    PHONE: {"viewport": {"width": PHONE, "height": 844}, "is_mobile": True, "has_touch": True},
+    DESKTOP: {"viewport": {"width": DESKTOP, "height": 1000}},
+}
+# How wide the page is drawn: wider than the viewport means a sideways scroll.
+WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """One Chromium, in which each test opens its own contexts (people) with
+    CONTEXTS[width]: the `browser` fixture (tests/conftest.py), one per test module."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()

@@ -51,6 +51,16 @@ class Shop:
         self.http.post("/_shop/reset").raise_for_status()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium per test module (tests/browser.py `chromium`), imported only where a
+    test asks for it: tests/browser.py lets the ORM run beside Playwright's loop."""
+    from tests.browser import chromium
+
+    with chromium() as launched:
+        yield launched
+
+
 @pytest.fixture(scope="session")
 def shop_server() -> Iterator[Shop]:
     server, base_url = start_shop(port=0)

@@ -9,7 +9,6 @@ contact link; and the desk's pages at 1400 and 390 px wide."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest.mock import MagicMock
@@ -20,7 +19,15 @@ from django.utils import timezone
 from compensations.desk import ticket_resolve
 from compensations.models import Compensation, Ticket
 from compensations.services import compensation_run_next, run_conclude
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, TIMEOUT_MS, needs_chromium
+from tests.browser import (
+    CONTEXTS,
+    DESKTOP,
+    PHONE,
+    SHOTS,
+    TIMEOUT_MS,
+    WIDEST,
+    needs_chromium,
+)
 from tests.compensations.test_saga_worker import REFUND, STOCK, abort
 from tests.conftest import Shop
 from tests.console.conftest import PASSWORD, make_user
@@ -32,12 +39,6 @@ from .conftest import dead_letter
 from .desk_catalog import desk_catalog, refund_dead_lettered  # noqa: F401
 
 pytestmark = needs_chromium
-PHONE, DESKTOP = 390, 1400
-CONTEXTS = {
-    PHONE: {"viewport": {"width": PHONE, "height": 844}, "is_mobile": True, "has_touch": True},
-    DESKTOP: {"viewport": {"width": DESKTOP, "height": 1000}},
-}
-WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
 # Every visible piece of text smaller than 12 px, and every column label drawn before a
 # cell (the stacked cards on a phone): [where, text, size].
 SMALL_TEXT = """() => {
@@ -61,17 +62,6 @@ SMALL_TEXT = """() => {
   });
   return small;
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def open_tab(browser: Any, base: str, width: int = DESKTOP, user: str = "sam") -> Any:

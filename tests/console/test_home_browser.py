@@ -7,12 +7,19 @@ Screenshots of both widths go to the temp folder."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, TIMEOUT_MS, needs_chromium
+from tests.browser import (
+    CONTEXTS,
+    DESKTOP,
+    PHONE,
+    SHOTS,
+    TIMEOUT_MS,
+    WIDEST,
+    needs_chromium,
+)
 from tests.compensations.conftest import dead_letter
 from tests.toolops.approvals.test_console import hold
 
@@ -20,23 +27,6 @@ from .conftest import PASSWORD, make_run, make_user
 from .home_scene import everything, open_breaker
 
 pytestmark = needs_chromium
-PHONE, DESKTOP = 390, 1400
-CONTEXTS = {
-    PHONE: {"viewport": {"width": PHONE, "height": 844}, "is_mobile": True, "has_touch": True},
-    DESKTOP: {"viewport": {"width": DESKTOP, "height": 1000}},
-}
-WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

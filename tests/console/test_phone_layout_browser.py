@@ -8,7 +8,6 @@ page at both widths go to the temp folder."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +17,15 @@ import pytest
 from django.utils import timezone
 
 from compensations.models import Ticket
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, TIMEOUT_MS, needs_chromium
+from tests.browser import (
+    CONTEXTS,
+    DESKTOP,
+    PHONE,
+    SHOTS,
+    TIMEOUT_MS,
+    WIDEST,
+    needs_chromium,
+)
 from tests.compensations.conftest import dead_letter
 from tests.toolops.approvals.test_console import hold
 from toolops.approvals.models import Approval
@@ -26,25 +33,8 @@ from toolops.approvals.models import Approval
 from .conftest import PASSWORD, make_attempt, make_call, make_record, make_run, make_user
 
 pytestmark = needs_chromium
-PHONE, DESKTOP = 390, 1400
-CONTEXTS = {
-    PHONE: {"viewport": {"width": PHONE, "height": 844}, "is_mobile": True, "has_touch": True},
-    DESKTOP: {"viewport": {"width": DESKTOP, "height": 1000}},
-}
 # Ids as long as real ones: they must wrap, not widen the page.
 LONG_RUN = "demo-20261202-000143-63a3-3-charge-timeout-with-a-long-suffix"
-WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def open_tab(browser: Any, width: int) -> Any:

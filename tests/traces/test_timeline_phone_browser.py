@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from compensations.desk import ticket_retry
 from compensations.models import Compensation, Ticket
-from tests.browser import SHOTS, needs_chromium, open_page
+from tests.browser import DESKTOP, PHONE, SHOTS, WIDEST, needs_chromium, open_page
 from tests.conftest import Shop
 from tests.console.conftest import PASSWORD, make_user
 from tests.toolops.executor.helpers import call_ok, post_call, start_run
@@ -32,10 +32,8 @@ from toolops.approvals.services import approval_decide
 from toolops.models import Approval, Run, ToolCall
 
 pytestmark = needs_chromium
-PHONE, DESKTOP = 390, 1400
 # 7 calls, all folded: a phone's screen or two, where the page was once 4,517 px tall.
 PHONE_HEIGHT_MAX = 1600
-WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
 # What a support person should not have to read outside "Technical details".
 JARGON = re.compile(
     r"compensation|fence|idempoten|\blease\b|\bspans?\b|~undo|trace_id|session_key|"

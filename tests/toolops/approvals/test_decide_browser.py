@@ -15,7 +15,15 @@ from unittest.mock import patch
 
 import pytest
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, TIMEOUT_MS, needs_chromium
+from tests.browser import (
+    CONTEXTS,
+    DESKTOP,
+    PHONE,
+    SHOTS,
+    TIMEOUT_MS,
+    WIDEST,
+    needs_chromium,
+)
 from tests.console.conftest import (  # noqa: F401 - fixtures shared with the console tests
     PASSWORD,
     fast_password_hashing,
@@ -28,25 +36,8 @@ from toolops.approvals.models import Approval, ApprovalVote
 from .test_console import hold
 
 pytestmark = needs_chromium
-PHONE, DESKTOP = 390, 1400
 WIDTHS = [pytest.param(DESKTOP, id="1400"), pytest.param(PHONE, id="390")]
-CONTEXTS = {
-    PHONE: {"viewport": {"width": PHONE, "height": 844}, "is_mobile": True, "has_touch": True},
-    DESKTOP: {"viewport": {"width": DESKTOP, "height": 1000}},
-}
-WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
 REASON = "the amount looks wrong"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -7,14 +7,21 @@ is a keyboard, and the queue's history tabs page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, TIMEOUT_MS, needs_chromium
+from tests.browser import (
+    CONTEXTS,
+    DESKTOP,
+    PHONE,
+    SHOTS,
+    TIMEOUT_MS,
+    WIDEST,
+    needs_chromium,
+)
 from tests.console.conftest import (  # noqa: F401 - fixtures shared with the console tests
     PASSWORD,
     fast_password_hashing,
@@ -29,12 +36,6 @@ from toolops.approvals.models import Approval
 from .test_console import hold
 
 pytestmark = needs_chromium
-PHONE, DESKTOP = 390, 1400
-CONTEXTS = {
-    PHONE: {"viewport": {"width": PHONE, "height": 844}, "is_mobile": True, "has_touch": True},
-    DESKTOP: {"viewport": {"width": DESKTOP, "height": 1000}},
-}
-WIDEST = "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
 # Every piece of text a person can see, with its size in px (hidden and 1-px clipped
 # labels for screen readers aside).
 TEXT_SIZES = """() => {
@@ -50,17 +51,6 @@ TEXT_SIZES = """() => {
   return found;
 }"""
 LONG_RUN = "demo-20261207-062526-4c06-15-order-again-with-a-long-suffix"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
