@@ -17,9 +17,9 @@ from compensations.forms import AssignForm, BulkForm, CommentForm, NoteForm, Sno
 from compensations.models import Ticket
 from compensations.page import get_ticket
 from compensations.snooze import snooze_choices, ticket_snooze, ticket_unsnooze
-from compensations.times import at_words
 from compensations.views import ticket_page
 from toolops.permissions import console_required, require_ticket_worker
+from toolops.templatetags.when import at_words
 from toolops.views.common import HtmxHttpRequest
 
 

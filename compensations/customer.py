@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compensations.models import Compensation, Ticket
-from compensations.times import day_words
 from toolops.models import ToolCall
+from toolops.templatetags.when import day_words
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces.services import redact

@@ -14,9 +14,9 @@ from django.utils import timezone
 from compensations import selectors, wording
 from compensations.customer import customer_sentence
 from compensations.models import Ticket
-from compensations.times import at_words, error_words, relative, times_in_text
+from compensations.times import error_words, times_in_text
 from toolops.permissions import require_ticket_worker
-from toolops.templatetags.when import ago, waited
+from toolops.templatetags.when import ago, at_words, relative, waited
 from toolops.tools import facts, registry
 from toolops.views.common import HtmxHttpRequest, pretty
 from traces.services import redact

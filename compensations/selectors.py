@@ -11,10 +11,10 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket, TicketEvent
-from compensations.times import at_words
 from toolops import executor
 from toolops.models import Attempt, Run, ToolCall
 from toolops.permissions import SUPPORT
+from toolops.templatetags.when import at_words
 from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import service_name
 

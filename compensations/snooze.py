@@ -15,8 +15,8 @@ from django.utils import timezone
 from compensations.desk import TicketActionRefused
 from compensations.models import Ticket, TicketEvent
 from compensations.tickets import ticket_event
-from compensations.times import at_words, clock, day_words
 from toolops.audit.services import Action, audit_record
+from toolops.templatetags.when import at_words, clock, day_words
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

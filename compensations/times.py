@@ -1,49 +1,21 @@
 """Times and errors on the desk in the reader's words and absolute: "06:30 UTC (in 4 min)",
-never "2026-12-07T06:30:04Z". The words come from `waited` and `ago`
-(toolops/templatetags/when.py), as on every console page; the absolute time is UTC, said
-so, because these are sentences a person may copy into a message to a colleague. An
+never "2026-12-07T06:30:04Z" (`at_words`, toolops/templatetags/when.py, as for every
+time said in a sentence). An
 error is worded by `error_sentence` (toolops/tools/wording.py), as on the approval page;
 the stored text stays in the page's tooltip and Technical details."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 
-from toolops.templatetags.when import ago, waited
+from toolops.templatetags.when import at_words
 from toolops.tools.spec import ToolSpec
 from toolops.tools.wording import error_sentence, service_name
 
 # An ISO 8601 time as the executor writes it in a message ("circuit open until …Z").
 ISO = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})")
 CIRCUIT = re.compile(r"^circuit open(?: until (?P<until>\S+))?\s*$")
-
-
-def relative(when: datetime, now: datetime) -> str:
-    """ "in 4 min", "3 min ago", "just now"."""
-    if when <= now:
-        return ago(when, now)
-    said = waited(now, when)
-    return "in under a minute" if said == "just now" else f"in {said}"
-
-
-def clock(when: datetime, now: datetime) -> str:
-    """The absolute time, as short as it can be: "06:30 UTC" today, else with its day."""
-    utc, today = when.astimezone(UTC), now.astimezone(UTC).date()
-    if utc.date() == today:
-        return f"{utc:%H:%M} UTC"
-    return f"{utc.day} {utc:%b %Y} {utc:%H:%M} UTC"
-
-
-def at_words(when: datetime, now: datetime) -> str:
-    """ "06:30 UTC (in 4 min)", "6 Dec 2026 22:10 UTC (8 h 20 min ago)"."""
-    return f"{clock(when, now)} ({relative(when, now)})"
-
-
-def day_words(when: datetime) -> str:
-    """ "7 Dec 2026 at 06:31 UTC": when something happened for good."""
-    utc = when.astimezone(UTC)
-    return f"{utc.day} {utc:%b %Y} at {utc:%H:%M} UTC"
 
 
 def _parsed(text: str) -> datetime | None:

@@ -14,9 +14,10 @@ import pytest
 
 from compensations.customer import customer_sentence, past
 from compensations.models import Compensation, Ticket
-from compensations.times import at_words, error_words, times_in_text
+from compensations.times import error_words, times_in_text
 from tests.console.conftest import fast_password_hashing, logged_in, support  # noqa: F401
 from toolops.models import Agent, Run
+from toolops.templatetags.when import at_words
 from toolops.tools import registry
 
 from .desk_catalog import desk_catalog, refund_dead_lettered, undo_round  # noqa: F401

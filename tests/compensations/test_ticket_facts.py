@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from compensations.desk import ticket_resolve
 from compensations.models import Ticket
-from compensations.times import clock
 from tests.console.conftest import (  # noqa: F401 - fixtures shared with the console tests
     fast_password_hashing,
     logged_in,
@@ -24,6 +23,7 @@ from tests.console.conftest import (  # noqa: F401 - fixtures shared with the co
 )
 from tests.console.facts_catalog import CHARGE, facts_catalog  # noqa: F401
 from toolops.models import Agent, Attempt, CircuitBreaker
+from toolops.templatetags.when import clock
 
 from .conftest import dead_letter
 

@@ -16,7 +16,7 @@ from compensations.models import Ticket
 from toolops.approvals.models import Approval
 from toolops.models import CircuitBreaker, ToolCall
 from toolops.notify.models import Kind, NotificationEvent
-from toolops.templatetags.when import moment
+from toolops.templatetags.when import day_words
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError
 from toolops.tools.facts import facts, title
@@ -106,7 +106,7 @@ def _approval(event: NotificationEvent) -> Content:
         raise Moot("The approval expired before it was sent.")
     heading, pairs = _spec_title(call)
     # Absolute: the message may be read an hour later, when "2 minutes left" is false.
-    by = moment(approval.expires_at)
+    by = day_words(approval.expires_at)
     agent = approval.run.agent.name
     said = reversibility(call.tool, _spec(call.tool)).sentence
     if event.kind == Kind.APPROVAL_EXPIRING:
@@ -142,7 +142,7 @@ def _ticket(event: NotificationEvent) -> Content:
     nobody = " with nobody on it" if event.kind == Kind.TICKET_UNASSIGNED else ""
     subject = f"Ticket #{ticket.pk}{nobody}: {undo_title} was not made"
     pairs = [("Not made", undo_title), ("It undoes", done), ("Run", ticket.run.run_id)]
-    pairs.append(("Open since", moment(ticket.opened_at)))
+    pairs.append(("Open since", day_words(ticket.opened_at)))
     if undo.last_error:
         plain = error_sentence(undo.last_error, tool=undo.tool, spec=_spec(undo.tool))
         pairs.append(("Last error", plain[:200]))
@@ -161,5 +161,5 @@ def _breaker(event: NotificationEvent) -> Content:
     )
     pairs = [("Tool", breaker.tool), ("Why", breaker.reason or "too many failures")]
     if breaker.open_until:
-        pairs.append(("Tried again", f"from {moment(breaker.open_until)}"))
+        pairs.append(("Tried again", f"from {day_words(breaker.open_until)}"))
     return Content(subject, text, absolute("/console/health/"), pairs)

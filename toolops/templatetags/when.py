@@ -4,7 +4,10 @@
 The server writes UTC, so a page without JavaScript is still exact; console.js rewrites
 the text into the viewer's local time and leaves the UTC time in the title, on hover.
 `waited` says a wait in words, the same on every page and in every view ("just now",
-"2 min", "1 h 5 min"); `{{ value|waited:now }}` in a template."""
+"2 min", "1 h 5 min"); `{{ value|waited:now }}` in a template. In sentences (a ticket's
+facts, an e-mail, the desk's thread) a time is said absolute, in UTC, said so: `at_words`
+"06:30 UTC (in 4 min)" on a page, `day_words` "7 Dec 2026 at 06:31 UTC" in text read
+later, when "in 4 min" would be false."""
 
 from __future__ import annotations
 
@@ -37,13 +40,6 @@ def when(value: datetime | None, precision: str = "minutes", empty: str = "—")
     )
 
 
-def moment(value: datetime) -> str:
-    """An absolute time for text read later (an e-mail, a chat message): "7 Dec 2026,
-    14:05 UTC". It stays true however late it is read, unlike "in 2 min"."""
-    utc = value.astimezone(UTC)
-    return f"{utc.day} {utc:%b %Y, %H:%M} UTC"
-
-
 def waited(since: datetime, now: datetime) -> str:
     """A wait as people say it: "just now", "2 min", "1 h 5 min", "3 days"."""
     minutes = int(max(0.0, (now - since).total_seconds()) // 60)
@@ -69,3 +65,30 @@ def waited_filter(value: datetime | None, now: datetime | None = None) -> str:
     if value is None:
         return ""
     return waited(value, now or datetime.now(UTC))
+
+
+def relative(when: datetime, now: datetime) -> str:
+    """ "in 4 min", "3 min ago", "just now"."""
+    if when <= now:
+        return ago(when, now)
+    said = waited(now, when)
+    return "in under a minute" if said == "just now" else f"in {said}"
+
+
+def clock(when: datetime, now: datetime) -> str:
+    """The absolute time, as short as it can be: "06:30 UTC" today, else with its day."""
+    utc, today = when.astimezone(UTC), now.astimezone(UTC).date()
+    if utc.date() == today:
+        return f"{utc:%H:%M} UTC"
+    return f"{utc.day} {utc:%b %Y} {utc:%H:%M} UTC"
+
+
+def at_words(when: datetime, now: datetime) -> str:
+    """ "06:30 UTC (in 4 min)", "6 Dec 2026 22:10 UTC (8 h 20 min ago)"."""
+    return f"{clock(when, now)} ({relative(when, now)})"
+
+
+def day_words(when: datetime) -> str:
+    """ "7 Dec 2026 at 06:31 UTC": when something happened for good."""
+    utc = when.astimezone(UTC)
+    return f"{utc.day} {utc:%b %Y} at {utc:%H:%M} UTC"

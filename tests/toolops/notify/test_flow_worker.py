@@ -27,7 +27,7 @@ from toolops.models import (
     ToolCall,
 )
 from toolops.notify import events
-from toolops.templatetags.when import moment
+from toolops.templatetags.when import day_words
 
 from .receivers import SmtpServer, WebhookReceiver
 
@@ -92,7 +92,7 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
     assert mail["Subject"] == f"[ToolOps] Approval waiting: {TITLE}"
     assert link in text and "agent-a" in text
     # An absolute deadline, true whenever the message is read; never "2 minutes left".
-    by = moment(approval.expires_at)
+    by = day_words(approval.expires_at)
     assert f"waits for a decision until {by}" in text and f"Decide by: {by}" in text
     assert "left" not in text.replace("left with", "")
     assert "Only refund can undo charge: ToolOps runs it if the run is abandoned." in text

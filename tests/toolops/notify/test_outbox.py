@@ -24,7 +24,7 @@ from toolops.models import (
     NotificationPreference,
 )
 from toolops.notify import events, outbox
-from toolops.templatetags.when import moment
+from toolops.templatetags.when import day_words
 
 from .receivers import WebhookReceiver
 
@@ -191,5 +191,5 @@ def test_operators_are_told_a_tool_was_switched_off(
     fields = dict(event.fields)
     assert fields["Why"] == "5 consecutive failures"
     # Absolute: "in 90 seconds" would be false by the time the message is read.
-    assert fields["Tried again"] == f"from {moment(breaker.open_until)}"
+    assert fields["Tried again"] == f"from {day_words(breaker.open_until)}"
     assert event.link == "http://localhost:8000/console/health/"

@@ -30,8 +30,8 @@ def test_events_of_one_kind_are_counted_by_name_and_the_first_is_named() -> None
 
 
 def test_a_deadline_in_the_subject_is_not_taken_for_its_end() -> None:
-    # "Expires 7 Dec 2026, 14:05 UTC: …": the time's colon is not the subject's.
-    events = [event("approval_expiring", "Expires 7 Dec 2026, 14:05 UTC: Charge 89.00 EUR")] * 2
+    # "Expires 7 Dec 2026 at 14:05 UTC: …": the time's colon is not the subject's.
+    events = [event("approval_expiring", "Expires 7 Dec 2026 at 14:05 UTC: Charge 89.00 EUR")] * 2
 
     assert counted(events) == "2 approvals expire unless decided: Charge 89.00 EUR and 1 more"
 
