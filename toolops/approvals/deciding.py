@@ -20,7 +20,6 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -68,24 +67,21 @@ def _refused(
     return redirect("console:approval", approval_id=approval.approval_id)
 
 
-def _would_go_through(request: HtmxHttpRequest, approval: Approval, form: DecisionForm) -> bool:
-    """Whether the service would take this approval, as far as the page can tell: else it
-    goes straight to the service, whose refusal says why (a confirmation of a decision
-    that cannot be taken would only delay that)."""
-    return (
-        approval.status == Approval.Status.PENDING
-        and approval.expires_at > timezone.now()
-        and form.cleaned_data["args_hash"] == approval.args_hash
-        and approval.run.agent.owner_id != request.user.pk
-        and not approval.votes.filter(reviewer=request.user.pk).exists()
-    )
-
-
 def _ask_first(
     request: HtmxHttpRequest, approval: Approval, form: DecisionForm
 ) -> HttpResponse | None:
     """The page to answer instead of deciding, None to decide now."""
-    if not form.approve or not _would_go_through(request, approval, form):
+    if not form.approve:
+        return None
+    # A decision the service would refuse goes straight to it, whose refusal says why:
+    # a question before a decision that cannot be taken would only delay that.
+    refused = services.approval_refusal(
+        approval=approval,
+        by=request.user,  # type: ignore[arg-type]
+        approve=True,
+        args_hash=form.cleaned_data["args_hash"],
+    )
+    if refused is not None:
         return None
     if form.unheard_reason():
         return _ask(request, approval, form, ask="which")

@@ -55,7 +55,7 @@ def approval_decide(
         # The row lock serialises racing reviewers; the conditional UPDATEs below would
         # refuse a second decision even without it.
         locked = Approval.objects.select_for_update().get(pk=approval.pk)
-        refusal = _refusal(locked, by=by, approve=approve, note=note, args_hash=args_hash)
+        refusal = _refusal(locked, by=by, approve=approve, args_hash=args_hash)
         if refusal is None:
             _decide(locked, by=by, approve=approve, note=note)
     if refusal is not None:
@@ -64,16 +64,32 @@ def approval_decide(
     return locked
 
 
+EXPIRED = "This approval has expired: the call was not run."
+
+
 def _refusal(
-    approval: Approval, *, by: AbstractBaseUser, approve: bool, note: str, args_hash: str
+    approval: Approval, *, by: AbstractBaseUser, approve: bool, args_hash: str
 ) -> str | None:
+    """Under the row lock: why the decision is refused, ending an expired approval found
+    on the way."""
+    refusal = approval_refusal(approval=approval, by=by, approve=approve, args_hash=args_hash)
+    if refusal == EXPIRED:
+        _end(approval, ApprovalStatus.EXPIRED, by=None, note="")
+    return refusal
+
+
+def approval_refusal(
+    *, approval: Approval, by: AbstractBaseUser, approve: bool, args_hash: str
+) -> str | None:
+    """Why `by`'s decision on `approval` would be refused, None when it would be taken.
+    Reads only: a page asks it before it asks a question (approvals/deciding.py), and the
+    decision asks it again under its row lock."""
     if approval.status != ApprovalStatus.PENDING:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         when = f" at {approval.decided_at:%H:%M:%S} UTC" if approval.decided_at else ""
         return f"Already decided: {approval.status} by {who}{when}."
     if approval.expires_at <= dbclock.now():
-        _end(approval, ApprovalStatus.EXPIRED, by=None, note="")
-        return "This approval has expired: the call was not run."
+        return EXPIRED
     if args_hash != approval.args_hash:
         return (
             "The call's args are not the ones you were shown; reload the page and decide "
