@@ -98,7 +98,7 @@ def describe(call: HasToolAndArgs, schema: dict[str, Any] | None = None) -> str:
 
 def undo_tool(spec: ToolSpec | None) -> str:
     """The tool that undoes a call of `spec`, "" when none is declared."""
-    return spec.compensation.tool if spec is not None and spec.compensation else ""
+    return reversibility(spec.name, spec).undo if spec is not None else ""
 
 
 def reason_text(reason: str, spec: ToolSpec | None = None) -> str:
