@@ -17,6 +17,7 @@ from toolops.notify.models import (
     NotificationEvent,
     NotificationPreference,
 )
+from toolops.policy.models import PolicyVersion, SpendCounter
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -123,6 +124,9 @@ class ToolCall(models.Model):
         RESULT_INVALID = "result_invalid"
         REJECTED = "rejected"
         EXPIRED = "expired"
+        # The agent policy refused it (API.md "Agent policy").
+        NOT_PERMITTED = "not_permitted"
+        SPEND_LIMIT = "spend_limit"
 
     class Role(models.TextChoices):
         CALL = "call", "agent's call"
@@ -184,6 +188,14 @@ class ToolCall(models.Model):
         "toolops.Approval", null=True, blank=True, on_delete=models.SET_NULL,
         related_name="call",
     )  # fmt: skip
+
+    # The agent policy's word on it (API.md "Agent policy"): the version in force when it
+    # was admitted (null: none was), the rules that decided ([rule, action], log_only
+    # ones as "would_<action>"; null: none), and the spend it reserved
+    # ([limit, period, currency, units]; given back if it ends not done).
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    policy_rules = models.JSONField(null=True, blank=True)
+    policy_holds = models.JSONField(null=True, blank=True)
 
     objects = ToolCallQuerySet.as_manager()
 
@@ -369,5 +381,5 @@ class McpSession(models.Model):
 
 __all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "AuditEntry", "CircuitBreaker",
            "IdempotencyRecord", "McpSession", "NotificationDelivery", "NotificationEvent",
-           "NotificationPreference", "RateWindow", "Run", "ToolCall", "ToolPolicy",
-           "new_span_id", "new_trace_id"]  # fmt: skip
+           "NotificationPreference", "PolicyVersion", "RateWindow", "Run", "SpendCounter",
+           "ToolCall", "ToolPolicy", "new_span_id", "new_trace_id"]  # fmt: skip

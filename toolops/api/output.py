@@ -11,6 +11,7 @@ from rest_framework import serializers
 from compensations.selectors import run_compensations
 from toolops import executor, selectors
 from toolops.models import Approval, Run, ToolCall
+from toolops.policy.verdict import names as policy_names
 from toolops.summary import last_succeeded, run_summary, summary_text
 from traces import services as traces
 
@@ -47,6 +48,8 @@ def call_out(call: ToolCall, *, replayed: bool = False) -> dict[str, Any]:
         "replayed": replayed,
         # Only a call that waited for a person has one: no look-up for any other.
         "approval": approval_out(call.approval) if call.approval_id else None,
+        # API.md "Agent policy": null when no policy was in force.
+        "policy": policy_out(call),
         "created_at": iso(call.created_at),
         "finished_at": iso(call.finished_at),
     }
@@ -69,7 +72,17 @@ def approval_out(approval: Approval | None) -> dict[str, Any] | None:
         "expires_at": iso(approval.expires_at),
         "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
         "note": approval.note or None,
+        # Held by the agent policy: the rule (or limit) that asked, and its version.
+        "rule": approval.rule or None,
+        "policy_version": approval.policy_version,
     }
+
+
+def policy_out(call: ToolCall) -> dict[str, Any] | None:
+    """The call object's `policy`: the version in force and the rules that decided."""
+    if call.policy_version is None:
+        return None
+    return {"version": call.policy_version, "rules": policy_names(call.policy_rules)}
 
 
 def run_out(run: Run, *, calls_after: str | None = None) -> dict[str, Any]:
@@ -150,6 +163,13 @@ class ApprovalSchema(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     decided_by = serializers.CharField(allow_null=True)
     note = serializers.CharField(allow_null=True)
+    rule = serializers.CharField(allow_null=True)
+    policy_version = serializers.IntegerField(allow_null=True)
+
+
+class PolicyRecordSchema(serializers.Serializer):
+    version = serializers.IntegerField()
+    rules = serializers.ListField(child=serializers.CharField())
 
 
 class CallSchema(serializers.Serializer):
@@ -167,6 +187,7 @@ class CallSchema(serializers.Serializer):
     attempts = serializers.IntegerField()
     replayed = serializers.BooleanField()
     approval = ApprovalSchema(allow_null=True)
+    policy = PolicyRecordSchema(allow_null=True)
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 

@@ -48,6 +48,10 @@ class Approval(models.Model):
     # The canonical args digest the reviewer is shown: a decision names the one it saw.
     args_hash = models.CharField(max_length=64)
     approvals_required = models.PositiveSmallIntegerField(default=1)
+    # Held by the agent policy: the rule (or limit) that asked for a person, and the
+    # version it belongs to (API.md "Agent policy").
+    rule = models.CharField(max_length=200, blank=True, default="")
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     expires_at = models.DateTimeField()
     decided_by = models.ForeignKey(

@@ -56,6 +56,13 @@ class AuditEntry(models.Model):
         WEBHOOK_ADD = "webhook.add", "add a webhook"
         WEBHOOK_TEST = "webhook.test", "send a test to a webhook"
         WEBHOOK_REMOVE = "webhook.remove", "remove a webhook"
+        # The agent policy (API.md "Agent policy"): each apply, rollback, and a second
+        # operator's confirmation (or withdrawal) of a proposed version.
+        POLICY_APPLY = "policy.apply", "apply an agent policy"
+        POLICY_ROLLBACK = "policy.rollback", "roll back the agent policy"
+        POLICY_PROPOSE = "policy.propose", "propose an agent policy"
+        POLICY_CONFIRM = "policy.confirm", "confirm an agent policy"
+        POLICY_WITHDRAW = "policy.withdraw", "withdraw a proposed agent policy"
 
     # SET_NULL: deleting a user keeps their entries (the copied names below say who).
     actor = models.ForeignKey(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from toolops.models import ToolCall
+from toolops.policy import limits as spend
 from toolops.tools import registry
 
 from . import claims, feedback
@@ -50,5 +51,7 @@ def _end_unsent(call: ToolCall, why: str) -> None:
         status=Status.FAILED, error_class="fatal", error_reason=ToolCall.Reason.REJECTED,
         error_message=message, feedback=text, finished_at=timezone.now(),
     )  # fmt: skip
+    if ended and call.policy_holds:
+        spend.give_back(call.run.agent_id, call.policy_holds)
     if ended and call.idempotency_key:
         claims.close(key=call.idempotency_key)

@@ -44,14 +44,19 @@ def now_plus_sql() -> tuple[str, object]:
 
 
 def claim_sql(
-    *, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float
+    *, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float, only_if: str = ""
 ) -> tuple[str, list[object]]:
-    """The claim: an INSERT that does nothing when the key is taken, RETURNING 1 if won."""
+    """The claim: an INSERT that does nothing when the key is taken, RETURNING 1 if won.
+    `only_if`: an SQL condition (on earlier CTEs) without which nothing is claimed."""
     plus, param = now_plus_sql()
+    rows = (
+        f"SELECT %s, %s, %s, 'claimed', 1, {plus}, {now_sql()}, {plus} WHERE {only_if}"
+        if only_if
+        else f"VALUES (%s, %s, %s, 'claimed', 1, {plus}, {now_sql()}, {plus})"
+    )
     sql = (
         f'INSERT INTO {TABLE} ("key", call_ref, tool, state, fence, lease_until, created_at, '
-        f"expires_at) VALUES (%s, %s, %s, 'claimed', 1, {plus}, {now_sql()}, {plus}) "
-        'ON CONFLICT ("key") DO NOTHING RETURNING 1'
+        f'expires_at) {rows} ON CONFLICT ("key") DO NOTHING RETURNING 1'
     )
     return sql, [key, call_ref, tool, param(lease_s), param(ttl_s)]  # type: ignore[operator]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from toolops.models import Agent, Run, ToolCall
+from toolops.policy import active as policy
 from toolops.rows import RowLoader
 
 from . import breaker, claims, duplicates
@@ -35,6 +36,10 @@ class CallContext:
     session_duplicate_pk: int | None
     # A write's claim and its call, when its key was claimed before: a replay.
     claim_hit: tuple[ClaimState, ToolCall] | None
+    # The agent that calls, and the agent policy in force (None: there is none), whose
+    # version was read with the run.
+    agent: Agent | None = None
+    policy: policy.Active | None = None
 
 
 _runs = RowLoader(Run)
@@ -69,7 +74,7 @@ def read_context(
         )
         join_params.append(key)
     sql = (
-        f"SELECT {_runs.columns('r')}, {existing}{columns} "
+        f"SELECT {_runs.columns('r')}, {policy.VERSION_SQL}, {existing}{columns} "
         f"FROM toolops_run r {joins}WHERE r.agent_id = %s AND r.run_id = %s"
     )
     with connection.cursor() as cursor:
@@ -79,7 +84,7 @@ def read_context(
         return None
     run = _runs.load(row)
     check_deadline(run)
-    extra = row[len(_runs.fields) :]
+    version, extra = row[len(_runs.fields)], row[len(_runs.fields) + 1 :]
     width = len(breaker.STATE_COLUMNS)
     existing_pk, state, extra = extra[0], tuple(extra[1 : 1 + width]), extra[1 + width :]
     duplicate = None
@@ -91,6 +96,8 @@ def read_context(
         breaker_state=state,
         session_duplicate_pk=duplicate,
         claim_hit=claims.with_call_from_row(extra) if key is not None else None,
+        agent=agent,
+        policy=policy.active(version),
     )
 
 

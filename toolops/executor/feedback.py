@@ -198,3 +198,18 @@ def result_unavailable(tool: str) -> str:
         f"ToolOps could not decrypt this {tool} call's result, so `result` is null; the "
         "call's status stands. Do not call it again to get the result: ask an operator."
     )
+
+
+def not_permitted(tool: str, rule: str, version: int, *, granted: bool) -> str:
+    if not granted:
+        why = f"policy v{version} does not grant {tool} to this agent"
+    else:
+        why = f"policy v{version} refuses this call (rule {rule!r})"
+    return _cap(
+        f"Not permitted: {why}. Nothing was sent. Do not call it again; tell the user it "
+        "is not allowed, or do without it."
+    )
+
+
+def spend_limit(sentence: str) -> str:
+    return _cap(sentence)

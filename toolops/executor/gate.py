@@ -8,6 +8,7 @@ What happens next — decisions, expiry, running the approved call — is toolop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -18,6 +19,9 @@ from toolops import dbclock, live
 from toolops.approvals.models import LIVE_GROUP, Approval
 from toolops.models import Run, ToolCall
 from toolops.notify import events as notify
+from toolops.policy import limits as spend
+from toolops.policy.limits import Hold
+from toolops.policy.verdict import Verdict
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
@@ -38,31 +42,71 @@ class Need:
     duplicate_of: int | None
     ttl_s: int
     approvals_required: int
+    # Held by the agent policy: the rule or limit that asked, and its version.
+    rule: str = ""
+    policy_version: int | None = None
 
 
-def approval_needed(*, run: Run, spec: ToolSpec, duplicate_of: int | None) -> Need | None:
+def approval_needed(
+    *, run: Run, spec: ToolSpec, duplicate_of: int | None, verdict: Verdict | None = None
+) -> Need | None:
     """Does this call need a person? `duplicate_of`: the earlier call of the session it
-    may repeat, as read with the run."""
+    may repeat, as read with the run; `verdict`: the agent policy's word on it."""
     if spec.is_read:
         return None
     if duplicate_of is not None and run.session_key and spec.session_dedupe_window_s > 0:
-        reason = Approval.Reason.POSSIBLE_DUPLICATE
-    elif spec.requires_approval:
-        irreversible = spec.kind == "irreversible"
-        reason = Approval.Reason.IRREVERSIBLE if irreversible else Approval.Reason.POLICY
-        duplicate_of = None
-    else:
+        return Need(
+            Approval.Reason.POSSIBLE_DUPLICATE,
+            duplicate_of,
+            spec.approval_ttl_s,
+            spec.approvals_required,
+        )
+    catalog = spec.requires_approval and not (verdict is not None and verdict.lifted)
+    if verdict is not None and verdict.held_by is not None:
+        required = verdict.approvals_required
+        if spec.requires_approval:
+            required = max(required, spec.approvals_required)
+        return Need(
+            Approval.Reason.POLICY,
+            None,
+            spec.approval_ttl_s,
+            required,
+            rule=verdict.held_by,
+            policy_version=verdict.version,
+        )
+    if not catalog:
         return None
-    return Need(reason, duplicate_of, spec.approval_ttl_s, spec.approvals_required)
+    irreversible = spec.kind == "irreversible"
+    reason = Approval.Reason.IRREVERSIBLE if irreversible else Approval.Reason.POLICY
+    return Need(reason, None, spec.approval_ttl_s, spec.approvals_required)
+
+
+def over_limit_need(spec: ToolSpec, limit: str, version: int) -> Need:
+    """A call past a limit whose `on_exceed` is "approve": it waits for one reviewer."""
+    return Need(
+        Approval.Reason.POLICY,
+        None,
+        spec.approval_ttl_s,
+        max(1, spec.approvals_required),
+        rule=limit,
+        policy_version=version,
+    )
 
 
 def hold(
-    *, run: Run, call: ToolCall, spec: ToolSpec, need: Need, request: CallRequest
-) -> CallAnswer:
+    *,
+    run: Run,
+    call: ToolCall,
+    spec: ToolSpec,
+    need: Need,
+    request: CallRequest,
+    holds: Sequence[Hold] = (),
+) -> CallAnswer | OverLimit:
     """Hold a call for a person: its key is claimed (so the same request again is the
-    same pending call, never a second approval) and its approval opened, in one
-    transaction; nothing is sent. The claim's lease outlives the approval, so no sweep
-    takes it over while a person decides."""
+    same pending call, never a second approval), its approval opened and its spend
+    reserved (`holds`), in one transaction; nothing is sent. The claim's lease outlives
+    the approval, so no sweep takes it over while a person decides. OverLimit (nothing
+    written) when a hold did not fit under its limit."""
     call.status = ToolCall.Status.PENDING_APPROVAL
     call.feedback = feedback.pending_approval(spec.name, need.reason)
     try:
@@ -77,15 +121,24 @@ def hold(
                 run.refresh_from_db(fields=["status"])
                 raise RunNotRunning(run)
             call.approval = _approval_open(run=run, call=call, need=need)
-            if not store.claim_with_call(
-                call, lease_s=need.ttl_s + HOLD_LEASE_MARGIN_S, ttl_s=claims.ttl_s()
-            ):
+            claimed = store.claim_and_charge(
+                call,
+                lease_s=need.ttl_s + HOLD_LEASE_MARGIN_S,
+                ttl_s=claims.ttl_s(),
+                charge=None,
+                holds=holds,
+            )
+            if claimed.over:
+                raise _Over(claimed.over)
+            if not claimed.won:
                 raise _LostClaim
             # Its searchable args find it while it waits (an e-mail a reviewer is given);
             # its result's values join them when it is recorded (record.py).
             traces.search_keys_save(traces.search_keys(call, spec))
             # The call is accepted: its tokens count now, once.
             charge_run(run, attempts=0, tokens=request.tokens)
+    except _Over as over:
+        return OverLimit(over.indexes)
     except _LostClaim:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     except IntegrityError as exc:
@@ -101,14 +154,32 @@ class _LostClaim(Exception):
     pass
 
 
+class _Over(Exception):
+    def __init__(self, indexes: tuple[int, ...]) -> None:
+        self.indexes = indexes
+
+
+@dataclass(frozen=True)
+class OverLimit:
+    """A hold that did not fit: the indexes of the holds that were over their limits."""
+
+    indexes: tuple[int, ...]
+
+
 def _approval_open(*, run: Run, call: ToolCall, need: Need) -> Approval:
     """The approval a held call waits on (inside the hold's transaction, with the call's
     claim: a held call without its approval must never exist)."""
     approval = Approval.objects.create(
-        run=run, tool=call.tool, reason=need.reason, duplicate_of_id=need.duplicate_of,
-        args_hash=call.args_digest, approvals_required=need.approvals_required,
+        run=run,
+        tool=call.tool,
+        reason=need.reason,
+        duplicate_of_id=need.duplicate_of,
+        args_hash=call.args_digest,
+        approvals_required=need.approvals_required,
         expires_at=dbclock.now() + timedelta(seconds=need.ttl_s),
-    )  # fmt: skip
+        rule=need.rule[:200],
+        policy_version=need.policy_version,
+    )
     live.changed(group=LIVE_GROUP, item=approval.pk)
     # Recorded with the hold: a rolled-back hold tells nobody.
     notify.approval_waiting(approval_id=approval.approval_id)
@@ -138,6 +209,9 @@ def release(*, call: ToolCall, expired: bool, by_person: bool, note: str) -> boo
         "error_message": message[:2000], "feedback": text, "finished_at": timezone.now(),
     }  # fmt: skip
     ended = ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.WAITING).update(**fields)
+    if ended and call.policy_holds:
+        # Not done: its reserved spend is free again.
+        spend.give_back(call.run.agent_id, call.policy_holds)
     if ended:
         for name, value in fields.items():
             setattr(call, name, value)

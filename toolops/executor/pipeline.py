@@ -26,11 +26,13 @@ from django.utils import timezone
 from toolops.crash import crash_point
 from toolops.ids import new_call_id, new_tool_call_id
 from toolops.models import Run, ToolCall
+from toolops.policy.limits import Hold
+from toolops.policy.verdict import Verdict
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import budget, claims, depends, feedback, gate, replay, store
+from . import admit, budget, claims, depends, feedback, gate, replay, store
 from .budget import Tokens
 from .context import CallContext
 from .errors import RunNotRunning
@@ -82,13 +84,66 @@ def _answer(context: CallContext, request: CallRequest, prepared: Prepared) -> C
     assert spec is not None and key is not None
     # Reads carry a key too (API.md: Idempotency-Key is always sent), made the same way.
     call.idempotency_key, call.client_reference = key, client_reference(key)
+    # The agent policy (admit.py): not permitted ends here; the rest is a hold, a lifted
+    # approval, or spend the claim reserves.
+    verdict = admit.verdict(context, call, spec, prepared.args)
+    if verdict is not None and admit.refused(call, verdict):
+        return record_unexecuted(call, tokens)
     if spec.is_read:
-        return _read(context, call, spec, tokens, request)
+        return _read(context, call, spec, tokens, request, verdict)
     # The approval gate: one question, and nothing read or written when the answer is no.
-    need = gate.approval_needed(run=run, spec=spec, duplicate_of=context.session_duplicate_pk)
+    need = gate.approval_needed(
+        run=run, spec=spec, duplicate_of=context.session_duplicate_pk, verdict=verdict
+    )
     if need is not None and not gate.takes_run_past_max_tokens(run, request.tokens):
-        return gate.hold(run=run, call=call, spec=spec, need=need, request=request)
-    return _claim_and_run(context, call, spec, tokens, request)
+        return _hold(context, call, spec, tokens, request, verdict, need, admit.holds(verdict))
+    return _claim_and_run(context, call, spec, tokens, request, verdict)
+
+
+def _hold(
+    context: CallContext,
+    call: ToolCall,
+    spec: ToolSpec,
+    tokens: Tokens,
+    request: CallRequest,
+    verdict: Verdict | None,
+    need: gate.Need,
+    holds: list[Hold],
+) -> CallAnswer:
+    """Hold the call for a person; past a limit, as that limit says."""
+    held = gate.hold(run=context.run, call=call, spec=spec, need=need, request=request, holds=holds)
+    if not isinstance(held, gate.OverLimit):
+        return held
+    assert verdict is not None  # only a policy's limits can be over
+    return _over_limit(context, call, spec, tokens, request, verdict, held.indexes, need)
+
+
+def _over_limit(
+    context: CallContext,
+    call: ToolCall,
+    spec: ToolSpec,
+    tokens: Tokens,
+    request: CallRequest,
+    verdict: Verdict,
+    over: tuple[int, ...],
+    need: gate.Need | None,
+) -> CallAnswer:
+    """A call over a limit: held for a reviewer when every limit it passed says so
+    (`on_exceed = "approve"`), refused with `spend_limit` otherwise."""
+    past = admit.past_limits(verdict, over)
+    if past is not None:
+        uncapped, limit = past
+        call.policy_rules = [*(call.policy_rules or []), [limit, "approve"]]
+        call.policy_holds = [hold.as_json() for hold in uncapped]
+        need = need or gate.over_limit_need(spec, limit, verdict.version)
+        held = gate.hold(
+            run=context.run, call=call, spec=spec, need=need, request=request, holds=uncapped
+        )
+        if not isinstance(held, gate.OverLimit):
+            return held
+        over = held.indexes
+    admit.end_over_limit(call, verdict, over, context.run.agent_id)
+    return record_unexecuted(call, tokens)
 
 
 def _new_call(run: Run, request: CallRequest, prepared: Prepared) -> ToolCall:
@@ -135,11 +190,24 @@ def _refused(call: ToolCall, prepared: Prepared, failed_dependencies: list[str])
 
 
 def _read(
-    context: CallContext, call: ToolCall, spec: ToolSpec, tokens: Tokens, request: CallRequest
+    context: CallContext,
+    call: ToolCall,
+    spec: ToolSpec,
+    tokens: Tokens,
+    request: CallRequest,
+    verdict: Verdict | None,
 ) -> CallAnswer:
-    """Reads pass through: no claim, and the call row is written once, at the end."""
+    """Reads pass through: no claim, and the call row is written once, at the end. A
+    read a limit counts reserves first, on its own; past the limit it is refused (a read
+    is never held for a person)."""
     if tokens.charge_now():
         _end_over_tokens(call)
+        call.policy_holds = None
+        return record_unexecuted(call, tokens)
+    over = admit.reserve_now(call, verdict, context.run.agent_id)
+    if over:
+        assert verdict is not None
+        admit.end_over_limit(call, verdict, over, context.run.agent_id)
         return record_unexecuted(call, tokens)
     execution = Execution(
         run=context.run, call=call, spec=spec, tokens=tokens, fence=None,
@@ -150,16 +218,21 @@ def _read(
 
 
 def _claim_and_run(
-    context: CallContext, call: ToolCall, spec: ToolSpec, tokens: Tokens, request: CallRequest
+    context: CallContext,
+    call: ToolCall,
+    spec: ToolSpec,
+    tokens: Tokens,
+    request: CallRequest,
+    verdict: Verdict | None,
 ) -> CallAnswer:
     """Claim the key with the call row (and, in a limited run, the first attempt and the
     tokens, in the same statement), then the attempts and the record. A lost claim is a
     replay: it waits for the winner's answer and counts no tokens."""
     run = context.run
     try:
-        won, charged = store.claim_and_charge(
+        claimed = store.claim_and_charge(
             call, lease_s=claims.lease_s(spec), ttl_s=claims.ttl_s(),
-            charge=budget.upfront(run, tokens=request.tokens),
+            charge=budget.upfront(run, tokens=request.tokens), holds=admit.holds(verdict),
         )  # fmt: skip
     except IntegrityError as exc:
         if not store.is_tool_call_id_clash(exc):
@@ -167,8 +240,12 @@ def _claim_and_run(
         # Another request with this tool_call_id but other args got in first.
         existing = replay.by_tool_call_id(run, request)
         return replay.answer_existing(existing, request, call.args_digest, spec)
-    if not won:
+    if claimed.over:
+        assert verdict is not None  # only a policy's limits can be over
+        return _over_limit(context, call, spec, tokens, request, verdict, claimed.over, None)
+    if not claimed.won:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
+    charged = claimed.charged
     crash_point("after-claim")  # fault tests: a holder dead with its claim, nothing sent
     traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
     execution = Execution(

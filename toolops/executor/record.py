@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 
 from toolops import rows
 from toolops.models import ToolCall
+from toolops.policy import limits as spend
 from traces import services as traces
 
 from . import budget, register, store
@@ -21,6 +22,8 @@ from .errors import ToolCallConflict
 from .execution import Execution
 from .prepare import CallAnswer
 
+# Endings that give a call's reserved spend back; `unknown` keeps it until settled.
+NOT_DONE = (ToolCall.Status.FAILED, ToolCall.Status.SKIPPED, ToolCall.Status.REJECTED)
 RESULT_FIELDS = [
     "status", "result", "error_class", "error_reason", "error_message", "feedback",
     "attempts", "finished_at", "next_reconcile_at", "result_sealed",
@@ -66,6 +69,9 @@ def record(execution: Execution, *, insert: bool) -> bool:
             )
         if recorded and undo is not None and undo.problem:
             register.save_unmappable(compensation=undo)
+    if recorded and call.policy_holds and call.status in NOT_DONE:
+        # Ended not done: its reserved spend is free again (policy/limits.py).
+        spend.give_back(run.agent_id, call.policy_holds)
     if not recorded:
         call.refresh_from_db()
         # Our attempts happened and landed; the call span is its new holder's.

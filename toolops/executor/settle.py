@@ -12,6 +12,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from toolops.models import Attempt, IdempotencyRecord, ToolCall
+from toolops.policy import limits as spend
 from toolops.tools import registry
 from traces import services as traces
 
@@ -77,6 +78,7 @@ def call_reconcile(*, call_pk: int) -> str:
                 feedback=feedback.not_applied(spec.name, query),
                 finished_at=timezone.now(), next_reconcile_at=None,
             ):  # fmt: skip
+                _free(call)
                 traces.call_settled_export(call_pk=call.pk)
             return "failed"
         tries = call.reconcile_attempts + 1
@@ -140,6 +142,8 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
         if settled and succeeded:
             call.status = Status.SUCCEEDED
             register.register_late(call=call, spec=spec)
+        elif settled:
+            _free(call)
         if settled:
             traces.call_settled_export(call_pk=call.pk)
     return settled
@@ -156,3 +160,9 @@ def stale_claim_keys(*, limit: int = 50) -> list[str]:
 def claim_recover(*, key: str) -> str:
     call = recover_stale_claim(key=key)
     return "skipped" if call is None else call.status
+
+
+def _free(call: ToolCall) -> None:
+    """An unknown call settled as not done gives its reserved spend back."""
+    if call.policy_holds:
+        spend.give_back(call.run.agent_id, call.policy_holds)

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 
 from toolops import rows
 from toolops.models import Attempt, ToolCall
+from toolops.policy import limits as spend
+from toolops.policy.limits import Hold
 from traces import services as traces
 
 from . import claims
@@ -84,39 +87,50 @@ def _keys_cte(keys: Sequence[Model], *, call_from: str = "") -> Sql:
 def claim_with_call(call: ToolCall, *, lease_s: float, ttl_s: float) -> bool:
     """Claim the call's key and, only if won, insert the call row. Raises IntegrityError
     when the run already has a call with this tool_call_id (nothing is written then)."""
-    won, _charged = claim_and_charge(call, lease_s=lease_s, ttl_s=ttl_s, charge=None)
-    return won
+    return claim_and_charge(call, lease_s=lease_s, ttl_s=ttl_s, charge=None).won
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What the claim statement did: `won` the key (and inserted the call); `charged`:
+    what the run's charge returned (None: it changed nothing); `over`: the indexes of
+    the spend holds that did not fit under their limits (then nothing was written)."""
+
+    won: bool
+    charged: bool | None = None
+    over: tuple[int, ...] = ()
 
 
 def claim_and_charge(
-    call: ToolCall, *, lease_s: float, ttl_s: float, charge: Sql | None
-) -> tuple[bool, bool | None]:
+    call: ToolCall,
+    *,
+    lease_s: float,
+    ttl_s: float,
+    charge: Sql | None,
+    holds: Sequence[Hold] = (),
+) -> Claimed:
     """`claim_with_call`, and, only if won, `charge` — a conditional UPDATE of the run row
-    RETURNING one boolean (budget.upfront) — in the same statement. Returns (won, what
-    the charge returned), the latter None when it changed nothing."""
+    RETURNING one boolean (budget.upfront) — in the same statement. `holds`: the agent
+    policy's spend reservations (policy/limits.py), taken first in the same statement;
+    the key is claimed only when every one fits, and one that fitted is given back when
+    another did not, or when the key was lost (rare: two requests of one key racing)."""
+    agent_id = call.run.agent_id if holds else 0
+    if not _cte_ready():
+        return _claim_statements(call, lease_s, ttl_s, charge, holds, agent_id)
+    ctes, ctes_params = [], []
+    for i, hold in enumerate(holds):
+        sql, more = spend.reserve_sql(agent_id, hold)
+        ctes.append(f"r{i} AS ({sql})")
+        ctes_params += more
+    reserved = " + ".join(f"(SELECT count(*) FROM r{i})" for i in range(len(holds)))
     claim_sql, claim_params = claims.claim_sql(
         key=call.idempotency_key, call_ref=call.call_id, tool=call.tool,
-        lease_s=lease_s, ttl_s=ttl_s,
+        lease_s=lease_s, ttl_s=ttl_s, only_if=f"{reserved} = {len(holds)}" if holds else "",
     )  # fmt: skip
-    if not _cte_ready():
-        charged: bool | None = None
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(claim_sql, claim_params)
-                won = cursor.fetchone() is not None
-            if won:
-                rows.insert([call])
-                traces.sealed_save(call)
-                if charge is not None:
-                    with connection.cursor() as cursor:
-                        cursor.execute(*charge)
-                        row = cursor.fetchone()
-                        charged = None if row is None else bool(row[0])
-        return won, charged
     fields = rows.insert_fields(ToolCall)
     values, params = rows.values_sql([call], fields, typed=True)
-    ctes = [f"claim AS ({claim_sql})"]
-    ctes_params = [*claim_params]
+    ctes.append(f"claim AS ({claim_sql})")
+    ctes_params += claim_params
     vault, vault_params = _vault_cte([call], " WHERE EXISTS (SELECT 1 FROM claim)")
     if vault:
         ctes.append(vault)
@@ -131,18 +145,69 @@ def claim_and_charge(
         f"INSERT INTO {CALL_TABLE} ({rows.columns(fields)}) "
         f"SELECT * FROM (VALUES {values}) AS v WHERE EXISTS (SELECT 1 FROM claim) RETURNING id"
     )
-    if charge is None:
-        sql = f"WITH {', '.join(ctes)} {insert}"
-    else:
-        ctes.append(f"ins AS ({insert})")
-        sql = f"WITH {', '.join(ctes)} SELECT id, (SELECT got FROM charge) FROM ins"
+    ctes.append(f"ins AS ({insert})")
+    each = "".join(f", (SELECT count(*) FROM r{i})" for i in range(len(holds)))
+    got = "(SELECT got FROM charge)" if charge is not None else "NULL"
+    sql = f"WITH {', '.join(ctes)} SELECT (SELECT id FROM ins), {got}{each}"
     with _savepoint_if_nested(), connection.cursor() as cursor:
         cursor.execute(sql, [*ctes_params, *params])
         row = cursor.fetchone()
-    if row is None:
-        return False, None
+    fitted = [bool(n) for n in row[2:]]
+    if row[0] is None:
+        # Not claimed: what was reserved is given back.
+        spend.give_back(agent_id, [h.as_json() for h, ok in zip(holds, fitted, strict=True) if ok])
+        return Claimed(False, over=tuple(i for i, ok in enumerate(fitted) if not ok))
     rows.mark_saved(call, row[0])
-    return True, (None if charge is None or row[1] is None else bool(row[1]))
+    return Claimed(True, None if row[1] is None else bool(row[1]))
+
+
+def _claim_statements(
+    call: ToolCall,
+    lease_s: float,
+    ttl_s: float,
+    charge: Sql | None,
+    holds: Sequence[Hold],
+    agent_id: int,
+) -> Claimed:
+    """`claim_and_charge` without CTEs (SQLite): one statement each, in one transaction,
+    rolled back whole when a hold does not fit."""
+    claim_sql, claim_params = claims.claim_sql(
+        key=call.idempotency_key,
+        call_ref=call.call_id,
+        tool=call.tool,
+        lease_s=lease_s,
+        ttl_s=ttl_s,
+    )
+    charged: bool | None = None
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                fitted = []
+                for hold in holds:
+                    cursor.execute(*spend.reserve_sql(agent_id, hold))
+                    fitted.append(cursor.fetchone() is not None)
+                if not all(fitted):
+                    raise _NotFitted(tuple(i for i, ok in enumerate(fitted) if not ok))
+                cursor.execute(claim_sql, claim_params)
+                if cursor.fetchone() is None:
+                    raise _NotFitted(())
+            rows.insert([call])
+            traces.sealed_save(call)
+            if charge is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute(*charge)
+                    row = cursor.fetchone()
+                    charged = None if row is None else bool(row[0])
+    except _NotFitted as lost:
+        return Claimed(False, over=lost.over)
+    return Claimed(True, charged)
+
+
+class _NotFitted(Exception):
+    """Rolls back a claim's transaction: a hold over its limit, or the key lost."""
+
+    def __init__(self, over: tuple[int, ...]) -> None:
+        self.over = over
 
 
 def record_result(
