@@ -30,6 +30,7 @@ RUN_STATUSES = {
 REASONS = {
     "invalid_args", "unknown_tool", "downstream_error", "timeout", "circuit_open",
     "budget_exhausted", "dependency_failed", "result_invalid", "rejected", "expired",
+    "not_permitted", "spend_limit",
 }  # fmt: skip
 
 
