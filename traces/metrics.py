@@ -50,6 +50,7 @@ from toolops.models import Approval, Attempt, NotificationDelivery, ToolCall
 
 from .labels import UNKNOWN, catalog_tools, in_catalog, tool_label_sql
 from .models import ReplayCount
+from .policy_metrics import policy_families
 
 # Seconds. A call's duration runs from when it could run to its outcome: a held call's
 # from its release by a reviewer (the approval wait is toolops_approval_wait_seconds).
@@ -144,7 +145,8 @@ def _buckets(
 
 
 class ToolOpsCollector:
-    """Every ToolOps metric, read from the tables on each scrape (8 queries)."""
+    """Every ToolOps metric, read from the tables on each scrape (8 queries; with an
+    agent policy, 2 more and one per limit)."""
 
     def collect(self) -> Iterator[Metric]:
         tools = catalog_tools()
@@ -156,6 +158,7 @@ class ToolOpsCollector:
         yield from self._dead_letters()
         yield from self._approvals()
         yield self._notifications_failed()
+        yield from policy_families()
 
     def _calls(self, tools: list[str]) -> Iterator[Metric]:
         duration = ExpressionWrapper(F("finished_at") - LATENCY_START, output_field=DurationField())

@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from toolops.models import Attempt, ToolCall, new_span_id
+from toolops.policy.verdict import names as policy_names
 from toolops.tools import registry
 
 from . import otel
@@ -162,6 +163,10 @@ def _call_span(
         attributes["toolops.idempotency_key_hmac"] = otel.key_hmac(call.idempotency_key)
     if call.role == ToolCall.Role.UNDO:
         attributes["toolops.role"] = "compensation"
+    if call.policy_version is not None:
+        # The agent policy's word on it (API.md "Agent policy"), as the call object says.
+        attributes["toolops.policy.version"] = call.policy_version
+        attributes["toolops.policy.rules"] = policy_names(call.policy_rules)
     status = o.OK if ok else o.ERROR
     if not ok:
         attributes["error.type"] = call.error_reason or call.status
