@@ -78,6 +78,7 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) bench/run.py
 	$(PY) bench/traces.py
+	$(PY) bench/policy.py
 	$(PY) bench/flat.py
 	$(PY) bench/attack.py
 	$(PY) bench/scale.py

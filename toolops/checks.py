@@ -8,7 +8,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 
+from toolops.policy import versions
+from toolops.policy.document import PolicyError
 from toolops.tools import registry
 from toolops.tools.catalog import CatalogError, cross_check
 
@@ -97,3 +100,29 @@ def check_crash_points(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
             id="toolops.W011",
         )
     ]
+
+
+@checks.register("toolops", checks.Tags.database)
+def check_agent_policy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    # A policy validated when it was applied; the catalog or the agents may have changed
+    # since (a rule's field gone, an agent renamed). It stays in force as it is: say so.
+    if not kwargs.get("databases"):
+        return []
+    try:
+        version = versions.active_version()
+    except DatabaseError:
+        return []  # not migrated yet: nothing is in force
+    if version is None:
+        return []
+    try:
+        versions.validate(version.text)
+    except PolicyError as exc:
+        return [
+            checks.Warning(
+                f"The agent policy in force (v{version.number}) no longer validates "
+                f"against the catalog and the agents: {exc}",
+                hint="Apply a corrected policy (manage.py policy apply, or /console/policy/).",
+                id="toolops.W012",
+            )
+        ]
+    return []

@@ -179,3 +179,23 @@ def test_a_sum_limit_per_currency(api: APIClient, run: Any) -> None:
     assert "500.00 EUR" in over["feedback"] and "480.00 spent" in over["feedback"], over["feedback"]
     usd = call(api, 2, "charge", order_id="o-3", amount="30.00", currency="USD")
     assert usd["status"] == "succeeded"
+
+
+def test_check_warns_when_the_policy_in_force_no_longer_validates(
+    shop: Shop, settings: Any, agent_a: Any
+) -> None:
+    from django.core import checks
+
+    from toolops.accounts.models import Agent
+
+    apply_policy(
+        """
+        [[grant]]
+        agents = ["agent-a"]
+        tools = ["query_stock"]
+        """
+    )
+    assert not [m for m in checks.run_checks(databases=["default"]) if m.id == "toolops.W012"]
+    Agent.objects.filter(name="agent-a").update(name="agent-renamed")
+    warned = [m for m in checks.run_checks(databases=["default"]) if m.id == "toolops.W012"]
+    assert len(warned) == 1 and "no agent is named 'agent-a'" in warned[0].msg
