@@ -17,6 +17,7 @@ from toolops.models import ToolCall
 from toolops.policy import limits as spend
 from toolops.policy import verdict as policy
 from toolops.policy import wording
+from toolops.policy.document import Limit
 from toolops.policy.limits import Hold
 from toolops.policy.verdict import Verdict
 from toolops.tools.spec import ToolSpec
@@ -86,9 +87,11 @@ def past_limits(decided: Verdict, over: Sequence[int]) -> tuple[list[Hold], str]
     return uncapped, passed[0].name
 
 
-def end_over_limit(call: ToolCall, decided: Verdict, over: Sequence[int], agent_id: int) -> None:
-    """End a call over a limit that refuses: `spend_limit`, with spent, max and when the
-    limit resets in the feedback. Nothing was reserved, claimed or sent."""
+def over_sentence(
+    call: ToolCall, decided: Verdict, over: Sequence[int], agent_id: int, *, held: bool
+) -> tuple[Limit, str]:
+    """The limit a call passed (a refusing one first), and the sentence for the model:
+    spent, max and when it resets."""
     index = next((i for i in over if decided.charges[i][0].on_exceed == "refuse"), over[0])
     limit, hold = decided.charges[index]
     spent = spend.spent(agent_id, limit, hold.period).get(hold.currency, 0)
@@ -99,8 +102,15 @@ def end_over_limit(call: ToolCall, decided: Verdict, over: Sequence[int], agent_
         cap=spend.shown(limit, spend.cap_units(limit)),
         currency=hold.currency,
         resets_at=spend.period(limit).resets_at,
-        held=False,
+        held=held,
     )
+    return limit, sentence
+
+
+def end_over_limit(call: ToolCall, decided: Verdict, over: Sequence[int], agent_id: int) -> None:
+    """End a call over a limit that refuses: `spend_limit`, with spent, max and when the
+    limit resets in the feedback. Nothing was reserved, claimed or sent."""
+    limit, sentence = over_sentence(call, decided, over, agent_id, held=False)
     call.policy_holds = None
     call.policy_rules = [*(call.policy_rules or []), [limit.name, "refuse"]]
     end(

@@ -150,12 +150,21 @@ def settled(tool: str, *, succeeded: bool) -> str:
     )
 
 
-def pending_approval(tool: str, reason: str) -> str:
+def pending_approval(tool: str, reason: str, *, rule: str = "", over_limit: str = "") -> str:
+    """`rule`: the agent policy's rule that holds it; `over_limit`: the sentence of the
+    limit it passed (policy/wording.py), which then says it all."""
+    if over_limit:
+        return _cap(
+            f"{over_limit} Nothing was sent. Poll this call by its call_id "
+            "(GET /api/v1/calls/<call_id>?wait=30) for the decision; do not call it again."
+        )
     why = {
         "irreversible": "it cannot be undone",
         "policy": "policy requires a person to approve it",
         "possible_duplicate": "it repeats a call made in another run of this conversation",
     }.get(reason, "it needs a person's approval")
+    if rule:
+        why = f"the policy's rule {rule!r} asks a person to approve it"
     return _cap(
         f"{tool} is waiting for a reviewer because {why}. Nothing was sent. Poll this call "
         "by its call_id (GET /api/v1/calls/<call_id>?wait=30) for the decision; do not call "

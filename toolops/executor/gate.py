@@ -45,6 +45,8 @@ class Need:
     # Held by the agent policy: the rule or limit that asked, and its version.
     rule: str = ""
     policy_version: int | None = None
+    # Past a limit: the limit's sentence, for the model (policy/wording.py).
+    over_limit: str = ""
 
 
 def approval_needed(
@@ -81,7 +83,7 @@ def approval_needed(
     return Need(reason, None, spec.approval_ttl_s, spec.approvals_required)
 
 
-def over_limit_need(spec: ToolSpec, limit: str, version: int) -> Need:
+def over_limit_need(spec: ToolSpec, limit: str, version: int, sentence: str) -> Need:
     """A call past a limit whose `on_exceed` is "approve": it waits for one reviewer."""
     return Need(
         Approval.Reason.POLICY,
@@ -90,6 +92,7 @@ def over_limit_need(spec: ToolSpec, limit: str, version: int) -> Need:
         max(1, spec.approvals_required),
         rule=limit,
         policy_version=version,
+        over_limit=sentence,
     )
 
 
@@ -108,7 +111,9 @@ def hold(
     the approval, so no sweep takes it over while a person decides. OverLimit (nothing
     written) when a hold did not fit under its limit."""
     call.status = ToolCall.Status.PENDING_APPROVAL
-    call.feedback = feedback.pending_approval(spec.name, need.reason)
+    call.feedback = feedback.pending_approval(
+        spec.name, need.reason, rule=need.rule, over_limit=need.over_limit
+    )
     try:
         with transaction.atomic():
             # Locked, and still running: an abort or complete committed since this request
@@ -138,6 +143,9 @@ def hold(
             # The call is accepted: its tokens count now, once.
             charge_run(run, attempts=0, tokens=request.tokens)
     except _Over as over:
+        # Rolled back: the approval opened above does not exist.
+        call.approval = None
+        call.status = ToolCall.Status.IN_PROGRESS
         return OverLimit(over.indexes)
     except _LostClaim:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)

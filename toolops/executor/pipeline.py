@@ -131,17 +131,20 @@ def _over_limit(
     """A call over a limit: held for a reviewer when every limit it passed says so
     (`on_exceed = "approve"`), refused with `spend_limit` otherwise."""
     past = admit.past_limits(verdict, over)
+    decided = call.policy_rules
     if past is not None:
         uncapped, limit = past
         call.policy_rules = [*(call.policy_rules or []), [limit, "approve"]]
         call.policy_holds = [hold.as_json() for hold in uncapped]
-        need = need or gate.over_limit_need(spec, limit, verdict.version)
+        if need is None:
+            _, sentence = admit.over_sentence(call, verdict, over, context.run.agent_id, held=True)
+            need = gate.over_limit_need(spec, limit, verdict.version, sentence)
         held = gate.hold(
             run=context.run, call=call, spec=spec, need=need, request=request, holds=uncapped
         )
         if not isinstance(held, gate.OverLimit):
             return held
-        over = held.indexes
+        over, call.policy_rules = held.indexes, decided
     admit.end_over_limit(call, verdict, over, context.run.agent_id)
     return record_unexecuted(call, tokens)
 

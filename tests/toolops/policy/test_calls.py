@@ -199,3 +199,51 @@ def test_check_warns_when_the_policy_in_force_no_longer_validates(
     Agent.objects.filter(name="agent-a").update(name="agent-renamed")
     warned = [m for m in checks.run_checks(databases=["default"]) if m.id == "toolops.W012"]
     assert len(warned) == 1 and "no agent is named 'agent-a'" in warned[0].msg
+
+
+def test_a_held_call_reserves_and_one_past_the_limit_is_refused_without_an_approval(
+    api: APIClient, run: Any
+) -> None:
+    from toolops.models import Approval
+
+    apply_policy(
+        """
+        [[limit]]
+        name = "charges per day"
+        agents = ["*"]
+        tools = ["charge"]
+        sum = "amount"
+        max = "100.00"
+        per = "day"
+        """
+    )
+    held = call(api, 0, "charge", order_id="o-1", amount="80.00")
+    assert held["status"] == "pending_approval"
+    assert held["approval"]["reason"] == "irreversible" and held["approval"]["rule"] is None
+    over = call(api, 1, "charge", order_id="o-2", amount="30.00")
+    assert over["status"] == "failed" and over["error"]["reason"] == "spend_limit"
+    assert over["approval"] is None
+    assert "(80.00 spent)" in over["feedback"]
+    assert Approval.objects.count() == 1
+
+
+def test_past_an_approve_limit_the_call_waits_and_says_why(api: APIClient, run: Any) -> None:
+    apply_policy(
+        """
+        [[limit]]
+        name = "reservations"
+        agents = ["agent-a"]
+        tools = ["reserve_stock"]
+        max = 1
+        per = "total"
+        on_exceed = "approve"
+        """
+    )
+    assert call(api, 0, "reserve_stock", sku="A12", qty=1)["status"] == "succeeded"
+    held = call(api, 1, "reserve_stock", sku="A12", qty=1)
+    assert held["status"] == "pending_approval"
+    assert held["approval"]["rule"] == "reservations"
+    assert held["policy"]["rules"] == ["reservations"]
+    assert "it never resets" in held["feedback"] and "waits for a reviewer" in held["feedback"]
+    # Reserved past the max, by the reviewer's leave if they approve.
+    assert SpendCounter.objects.get().spent == 2
