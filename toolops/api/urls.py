@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from . import views
+from . import policy, views
 
 urlpatterns = [
     path("runs", views.RunCreateApi.as_view(), name="run-create"),
@@ -13,5 +13,6 @@ urlpatterns = [
     path("runs/<str:run_id>/calls", views.CallCreateApi.as_view(), name="call-create"),
     path("calls/<str:call_id>", views.CallDetailApi.as_view(), name="call-detail"),
     path("tools", views.ToolListApi.as_view(), name="tool-list"),
+    path("policy", policy.PolicyDetailApi.as_view(), name="policy-detail"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]

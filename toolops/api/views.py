@@ -14,7 +14,6 @@ from rest_framework.views import APIView
 
 from toolops import executor, jsonbound, selectors, services
 from toolops.selectors import ID_RE
-from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 
 from . import longpoll
@@ -31,6 +30,7 @@ from .output import (
     iso,
     run_out,
 )
+from .policy import agent_tools
 
 TRACE_RE = re.compile(r"^[0-9a-f]{32}\Z")
 ERRORS = {400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema}
@@ -267,7 +267,8 @@ class ToolListApi(APIView):
             raise serializers.ValidationError(
                 {"format": [f"unknown format {shape[:40]!r}: use openai or anthropic, or none"]}
             )
-        tools = registry.public_tools()
+        # API.md "Agent policy": only the tools the agent may call, in every format.
+        tools = agent_tools(request.user)
         unavailable = executor.breaker_availability()
         if shape == "anthropic":
             return Response({"tools": [

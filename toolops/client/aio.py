@@ -67,6 +67,10 @@ class AsyncToolOps:
         params = {"format": format} if format else None
         return (await self.request("GET", "/tools", retry=True, params=params))["tools"]
 
+    async def policy(self) -> JSON:
+        """The agent's policy: the same as ToolOps.policy."""
+        return await self.request("GET", "/policy", retry=True)
+
     async def run_create(self, **fields: Any) -> JSON:
         return await self.request("POST", "/runs", retry=True, json=_run_body(**fields))
 

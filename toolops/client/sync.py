@@ -69,6 +69,11 @@ class ToolOps:
         params = {"format": format} if format else None
         return self.request("GET", "/tools", retry=True, params=params)["tools"]
 
+    def policy(self) -> JSON:
+        """The agent's policy (API.md "Agent policy"): `version` (None without one), the
+        `tools` it may call, and its `limits` with spent, max and resets_at."""
+        return self.request("GET", "/policy", retry=True)
+
     def run_create(self, **fields: Any) -> JSON:
         return self.request("POST", "/runs", retry=True, json=_run_body(**fields))
 

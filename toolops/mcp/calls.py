@@ -13,11 +13,13 @@ from rest_framework.exceptions import APIException
 
 from toolops import executor, jsonbound, selectors, services
 from toolops.api.output import call_out
+from toolops.api.policy import agent_tools
 from toolops.client.calls import result_text
 from toolops.models import Agent, Run, ToolCall
-from toolops.tools import registry
 from toolops.tools.catalog import NAME_RE
 from toolops.tools.spec import ToolSpec
+
+from . import policy
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +47,21 @@ class Outcome:
     waiting: tuple[ToolCall, bool] | None = None
 
 
-def tool_list() -> list[dict[str, Any]]:
-    """The catalog's non-internal tools: name, description, params schema, and hints
-    from the tool's kind (a read changes nothing; an idempotent write may be repeated)."""
-    return [
-        {"name": t.name, "description": t.description, "input_schema": t.params_schema,
-         "annotations": _hints(t)}
-        for t in registry.public_tools()
-    ]  # fmt: skip
+def tool_list(*, agent: Agent) -> list[dict[str, Any]]:
+    """The catalog's non-internal tools the agent may call (API.md "Agent policy"), after
+    `toolops_policy` (policy.py): name, description, params schema, and hints from the
+    tool's kind (a read changes nothing; an idempotent write may be repeated)."""
+    catalog = [
+        {
+            "name": t.name,
+            "description": t.description,
+            "input_schema": t.params_schema,
+            "annotations": _hints(t),
+        }
+        for t in agent_tools(agent)
+        if t.name != policy.NAME  # ToolOps' own answers by that name (server.py)
+    ]
+    return [policy.tool(), *catalog]
 
 
 def _hints(spec: ToolSpec) -> dict[str, bool]:

@@ -1,5 +1,6 @@
 """The MCP server's handlers (the `mcp` SDK's low-level Server): tools/list and
-tools/call, each run in a worker thread with its own database connection."""
+tools/call, each run in a worker thread with its own database connection. A call of
+`toolops_policy` is ToolOps' own answer (policy.py), never an executor call."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from toolops import executor, stopping
 from toolops.api import longpoll
 
-from . import calls
+from . import calls, policy
 
 AGENT_SCOPE_KEY = "toolops.agent"
 
@@ -54,8 +55,8 @@ def _traceparent(ctx: ServerRequestContext[Any, Any], meta: Mapping[str, Any]) -
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    _agent(ctx)
-    tools = await _sync(calls.tool_list)()
+    agent = _agent(ctx)
+    tools = await _sync(calls.tool_list)(agent=agent)
     return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
 
@@ -63,6 +64,8 @@ async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     agent = _agent(ctx)
+    if params.name == policy.NAME:
+        return await _policy(agent, params.arguments)
     meta = dict(params.meta or {})
     session_id = _session_id(ctx)
     try:
@@ -78,6 +81,17 @@ async def call_tool(
         content=[types.TextContent(type="text", text=outcome.text)],
         structured_content=outcome.structured,
         is_error=outcome.is_error,
+    )
+
+
+async def _policy(agent: Any, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    """ToolOps' own tool (policy.py): the agent's policy, the JSON of GET /api/v1/policy."""
+    try:
+        text, data = await _sync(policy.answer)(agent=agent, arguments=arguments)
+    except policy.Arguments as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=data
     )
 
 
@@ -117,7 +131,9 @@ def build() -> Server[Any]:
         "toolops",
         instructions=(
             "Every tool call goes through ToolOps: a write with the same arguments in the "
-            "same run and step is one call, answered from its record when sent again."
+            "same run and step is one call, answered from its record when sent again. "
+            "Call toolops_policy before you plan: it lists the tools you may call and "
+            "your spend limits."
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,

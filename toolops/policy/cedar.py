@@ -130,7 +130,13 @@ def _summable(schema: Mapping[str, Any]) -> bool:
 
 
 def _plain(error: str) -> str:
-    # Cedar names the policy by its parser id; the rule's name is said already.
+    # Cedar names the policy by its parser id; the rule's name is said already. A parse
+    # error is about the condition alone (its end is where the `when { }` closes).
+    if error.startswith("Policy parse error: "):
+        problem = error.removeprefix("Policy parse error: ")
+        if "`}`" in problem:
+            problem += ": the condition ends before it is complete"
+        return f"the condition does not parse as Cedar ({problem})"
     return error.split("`, ", 1)[-1] if error.startswith("for policy `") else error
 
 

@@ -14,6 +14,8 @@ from jsonschema.exceptions import SchemaError
 from .facts import summary_places
 from .spec import KINDS, BreakerConfig, Mapping, ToolSpec
 
+# Names ToolOps gives tools of its own (toolops/mcp/policy.py).
+RESERVED_NAMES = frozenset({"toolops_policy"})
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")  # \Z: "$" would take a trailing newline
 MAPPING_RE = re.compile(r"^\$\.(args|result)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 FIELD_PATH_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
@@ -97,6 +99,8 @@ def _name(entry: Any, index: int) -> str:
     name = entry.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise CatalogError(label, "name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+    if name in RESERVED_NAMES:
+        raise CatalogError(name, "name", "is ToolOps' own (the MCP server's policy tool)")
     unknown = sorted(set(entry) - FIELDS)
     if unknown:
         raise CatalogError(name, unknown[0], "is not a known field")

@@ -244,3 +244,11 @@ def test_it_never_half_loads_a_bad_catalog(catalog: Catalog) -> None:
     registry.reset()
     with pytest.raises(CatalogError):
         registry.get("ping")
+
+
+def test_it_refuses_a_tool_named_like_toolops_own(catalog: Catalog) -> None:
+    catalog(tool("toolops_policy", "read"))
+
+    message = check_error()
+
+    assert "toolops_policy" in message and "ToolOps' own" in message
