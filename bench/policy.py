@@ -293,7 +293,7 @@ def count_in_process() -> dict[str, Any]:
     client.post("/api/v1/runs", data=json.dumps({"run_id": "sql"}), content_type="application/json")
 
     def capture(step: int, tool: str) -> list[str]:
-        body = json.dumps(call_body(step, tool, step, None))
+        body = call_body(step, tool, step, None)
         with CaptureQueriesContext(connection) as ctx:
             response = client.post(
                 "/api/v1/runs/sql/calls", data=body, content_type="application/json"

@@ -12,6 +12,7 @@ one evaluation answers which rules' conditions hold for a call."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -163,10 +164,10 @@ class Compiled:
         kind: str,
         args: Mapping[str, Any],
         types: Mapping[str, Any],
-    ) -> tuple[set[int], bool]:
-        """The indexes of the rules whose conditions hold for this call, and whether the
-        engine could not evaluate it at all (args Cedar cannot hold, such as a decimal
-        with more than four digits after the point: every rule then fails closed)."""
+    ) -> tuple[set[int], set[int]]:
+        """The indexes of the rules whose conditions hold for this call, and of those the
+        engine could not evaluate (an overflow; or args Cedar cannot hold at all, such as
+        a decimal with more than four digits after the point: then every rule)."""
         request = {
             "principal": {"type": "Agent", "id": agent},
             "action": {"type": ACTION_TYPE, "id": tool},
@@ -186,11 +187,23 @@ class Compiled:
             },
         ]
         result = cedarpy.is_authorized(request, self.policies, entities)
-        if result.diagnostics.errors and not result.diagnostics.reasons:
-            failed = any("failed to build request" in e for e in result.diagnostics.errors)
-            if failed:
-                return set(), True
-        return {int(reason.removeprefix("policy")) for reason in result.diagnostics.reasons}, False
+        holding = {_index(reason) for reason in result.diagnostics.reasons}
+        erred: set[int] = set()
+        for error in result.diagnostics.errors:
+            if "failed to build request" in error:
+                return holding, set(range(self.count))
+            found = _POLICY_ID.search(error)
+            if found is not None:
+                erred.add(int(found.group(1)))
+        return holding, erred
+
+
+# Cedar names each policy of a set by its place: "policy3" is the fourth rule.
+_POLICY_ID = re.compile(r"policy `policy(\d+)`")
+
+
+def _index(policy_id: str) -> int:
+    return int(policy_id.removeprefix("policy"))
 
 
 def cedar_decimal(value: Any) -> str | None:

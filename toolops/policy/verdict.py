@@ -101,7 +101,7 @@ def _rules(
     rules = policy.document.rules
     assert policy.compiled is not None
     age = (timezone.now() - agent_created).days if agent_created is not None else 0
-    holding, unreadable = policy.compiled.holding(
+    holding, erred = policy.compiled.holding(
         agent=agent,
         age_days=age,
         tool=spec.name,
@@ -112,7 +112,8 @@ def _rules(
     matched: list[Rule] = []
     for i in indexes:
         rule = rules[i]
-        fails_closed = unreadable and rule.action != "no_approval"
+        # A condition the engine could not evaluate fails closed.
+        fails_closed = i in erred and rule.action != "no_approval"
         if i in holding or fails_closed:
             matched.append(rule)
     strongest = None
