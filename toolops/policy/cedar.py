@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -141,12 +141,18 @@ def _plain(error: str) -> str:
     return error.split("`, ", 1)[-1] if error.startswith("for policy `") else error
 
 
+# Parsed entity pairs (agent, tool) a process keeps; past it, it starts again.
+ENTITIES_KEPT = 1024
+
+
 @dataclass(frozen=True)
 class Compiled:
-    """A document's rules as one parsed Cedar policy set, ready to evaluate."""
+    """A document's rules as one parsed Cedar policy set, ready to evaluate; and the
+    principal and resource entities of the calls it has judged, parsed once each."""
 
     policies: Any
     count: int
+    _entities: dict[tuple[str, int, str, str], Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, document: Document) -> Compiled | None:
@@ -174,19 +180,9 @@ class Compiled:
             "resource": {"type": "Tool", "id": tool},
             "context": {"args": _values(args, types)},
         }
-        entities = [
-            {
-                "uid": {"type": "Agent", "id": agent},
-                "attrs": {"name": agent, "age_days": age_days},
-                "parents": [],
-            },
-            {
-                "uid": {"type": "Tool", "id": tool},
-                "attrs": {"name": tool, "kind": kind},
-                "parents": [],
-            },
-        ]
-        result = cedarpy.is_authorized(request, self.policies, entities)
+        result = cedarpy.is_authorized(
+            request, self.policies, self._entities_of(agent, age_days, tool, kind)
+        )
         holding = {_index(reason) for reason in result.diagnostics.reasons}
         erred: set[int] = set()
         for error in result.diagnostics.errors:
@@ -196,6 +192,27 @@ class Compiled:
             if found is not None:
                 erred.add(int(found.group(1)))
         return holding, erred
+
+    def _entities_of(self, agent: str, age_days: int, tool: str, kind: str) -> Any:
+        key = (agent, age_days, tool, kind)
+        parsed = self._entities.get(key)
+        if parsed is None:
+            if len(self._entities) >= ENTITIES_KEPT:
+                self._entities.clear()
+            entities = [
+                {
+                    "uid": {"type": "Agent", "id": agent},
+                    "attrs": {"name": agent, "age_days": age_days},
+                    "parents": [],
+                },
+                {
+                    "uid": {"type": "Tool", "id": tool},
+                    "attrs": {"name": tool, "kind": kind},
+                    "parents": [],
+                },
+            ]
+            parsed = self._entities[key] = cedarpy.Entities.from_json_str(json.dumps(entities))
+        return parsed
 
 
 # Cedar names each policy of a set by its place: "policy3" is the fourth rule.
