@@ -309,6 +309,9 @@ if not 0 < TOOLOPS_RETENTION_DAYS <= 36500:  # also refuses nan and inf
         f"got {os.getenv('TOOLOPS_RETENTION_DAYS')!r}"
     )
 TOOLOPS_POLICY_CACHE_S = envfloat("TOOLOPS_POLICY_CACHE_S", 5.0)
+# The agent policy (docs/policy.md): "1" makes an operator's apply in the console wait
+# for a second operator's confirmation.
+TOOLOPS_POLICY_TWO_PERSON = envbool("TOOLOPS_POLICY_TWO_PERSON", "0")
 # A run's budget when its body gives none, held to what the API takes in a body (and the
 # run's columns store): past them, every run insert would fail on PostgreSQL.
 TOOLOPS_DEFAULT_MAX_ATTEMPTS = envint_within(

@@ -23,7 +23,11 @@ from tests.waiting import wait_until
 from tests.worker import Worker
 from toolops.approvals.services import approvals_expire
 from toolops.demo import agent, reviewer, saga, scenario
+from toolops.demo.logins import CASHIER_NAME
+from toolops.demo.policy import demo_policy_apply
 from toolops.models import Agent, Approval, AuditEntry, CircuitBreaker, Run, ToolCall
+from toolops.policy.models import SpendCounter
+from toolops.services import agent_create
 from toolops.tasks import reconcile_unknown_calls
 from toolops.tools import registry
 from toolops.tools.facts import title
@@ -59,14 +63,19 @@ EXPECTED_STATUSES = {
     "partial summary": {"completed"},
     "sensitive data": {"completed"},
     "metrics": {"completed"},
+    # demo-cashier's run: five charges, then one its daily limit refuses (spend.py).
+    "daily limit": {"completed"},
 }
 
 
 def run_agent(
-    url: str, token: str, shop_url: str, out: io.StringIO | None = None
+    url: str, token: str, shop_url: str, out: io.StringIO | None = None, cashier_token: str = ""
 ) -> tuple[int, str]:
     out = out or io.StringIO()
-    code = agent.main(["--url", url, "--token", token, "--shop", shop_url], out=out)
+    argv = ["--url", url, "--token", token, "--shop", shop_url]
+    if cashier_token:
+        argv += ["--cashier-token", cashier_token]
+    code = agent.main(argv, out=out)
     return code, out.getvalue()
 
 
@@ -115,15 +124,20 @@ def test_the_scripted_agent_runs_every_scenario(
     shop: Any,
     agent_a: tuple[Agent, str],
     scripted_reviewer: Callable[[Path], User],
+    settings: Any,
 ) -> None:
     # The server shares the worker's data directory, hence its broker: the aborts wake it,
     # and so do the scripted reviewer's approvals.
     w = worker()
     server = toolops_server(TOOLOPS_DATA_DIR=str(w.data_dir))
     person = scripted_reviewer(w.data_dir)
+    # As `manage.py demo` starts: demo-cashier, and the demo's policy in force, which
+    # every other scenario must run through unchanged.
+    cashier = agent_create(name=CASHIER_NAME)
+    demo_policy_apply(catalog=settings.TOOLOPS_TOOLS_FILE)
     out = io.StringIO()
     started = time.monotonic()
-    code, output = run_agent(server.url, agent_a[1], shop.url, out)
+    code, output = run_agent(server.url, agent_a[1], shop.url, out, cashier[1])
     elapsed = time.monotonic() - started
 
     assert code == 0, f"{output}\nworker output:\n{w.output()}"
@@ -133,7 +147,7 @@ def test_the_scripted_agent_runs_every_scenario(
     lines = {line.split(":", 1)[0][2:]: line for line in output.splitlines() if line[:2] == "✓ "}
     assert set(lines) == set(EXPECTED_STATUSES), output
 
-    runs = {r.run_id: r for r in Run.objects.filter(agent=agent_a[0])}
+    runs = {r.run_id: r for r in Run.objects.filter(agent__in=[agent_a[0], cashier[0]])}
     for name, statuses in EXPECTED_STATUSES.items():
         run_ids = re.findall(r"run (demo-\S+?)[: ]", lines[name])
         assert run_ids, lines[name]
@@ -154,6 +168,7 @@ def test_the_scripted_agent_runs_every_scenario(
     check_scripted_reviewer(lines, runs, person)
     check_approval_scenarios(lines, runs, shop, out)
     check_observing(lines, runs, shop)
+    check_policy(lines, runs, cashier[0])
 
 
 def run_of(line: str, runs: dict[str, Run]) -> Run:
@@ -298,6 +313,33 @@ def check_scripted_reviewer(lines: dict[str, str], runs: dict[str, Run], person:
     assert set(auto.values_list("status", "note")) == {("approved", reviewer.NOTE)}
     others = Approval.objects.exclude(run__metadata__demo_reviewer="auto")
     assert not others.filter(decided_by=person).exists()
+
+
+def check_policy(lines: dict[str, str], runs: dict[str, Run], cashier: Agent) -> None:
+    """The demo's policy (toolops/demo/policy.toml) did what it says and no more: the
+    happy path's charge of 199.00 waited for one reviewer under "charges over 100", its
+    order carries the trial rule as `would_approve_by_two` and still needed one, the
+    charge of 89.00 waits as `irreversible`, and only demo-cashier's charges count
+    against the daily limit."""
+    calls = {c.tool: c for c in calls_of(run_of(lines["happy-path order"], runs))}
+    charge, order = calls["charge"], calls["create_order"]
+    assert charge.policy_version == 1 and charge.policy_rules == [["charges over 100", "approve"]]
+    assert (charge.approval.reason, charge.approval.rule) == ("policy", "charges over 100")
+    assert (charge.approval.approvals_required, charge.approval.policy_version) == (1, 1)
+    assert order.policy_rules == [["orders over 150 (trial)", "would_approve_by_two"]]
+    assert (order.approval.reason, order.approval.approvals_required) == ("policy", 1)
+    assert order.approval.rule == ""
+    _, charge_run = re.findall(r"run (demo-\S+?)[: ]", lines["charge waits for a reviewer"])
+    [waiting] = calls_of(runs[charge_run])
+    assert waiting.policy_rules is None and waiting.approval.reason == "irreversible"
+
+    line = lines["daily limit"]
+    assert "demo-cashier charged 80.00, 95.00, 100.00, 60.00, 99.00 EUR with no reviewer" in line
+    assert "(434.00 spent); it resets at 00:00 UTC. Ask the user or stop.”" in line, line
+    run = run_of(line, runs)
+    assert run.agent == cashier
+    assert [c.status for c in calls_of(run)] == ["succeeded"] * 5 + ["failed"]
+    assert list(SpendCounter.objects.values_list("agent", "spent")) == [(cashier.pk, 4_340_000)]
 
 
 def check_approval_scenarios(

@@ -32,6 +32,8 @@ from .launcher import (
     processes_with_env,
 )
 
+POLICY_LINE = "Agent policy: the demo's (toolops/demo/policy.toml)"
+
 
 def log_in(client: httpx.Client, username: str, password: str) -> httpx.Response:
     page = client.get("/console/login/")
@@ -71,6 +73,11 @@ def test_the_launcher_runs_the_demo_and_ctrl_c_stops_everything(tmp_path: Path) 
         summary = next(x for x in launcher.lines if x.startswith("demo agent:"))
         total = len(agent.SCENARIOS)
         assert summary == f"demo agent: {total} scenarios, {total} ok", launcher.output
+        # The demo's policy, applied before the children start; demo-cashier meets its
+        # daily limit on SQLite too.
+        assert f"{POLICY_LINE} applied as v1" in launcher.lines, launcher.output
+        line = next(x for x in launcher.lines if x.startswith("✓ daily limit:"))
+        assert "(434.00 spent); it resets at 00:00 UTC. Ask the user or stop." in line, line
         # On SQLite and the filesystem broker, the launcher's worker undoes the aborts.
         sagas = {
             "abort": "aborted in",
@@ -180,6 +187,7 @@ def test_a_re_run_reuses_logins_and_refuses_a_busy_port(tmp_path: Path) -> None:
         first.wait_for("Ctrl-C stops everything.", timeout_s=120)
         assert f"✓ shop    http://127.0.0.1:{port + 1000} " in first.output, first.output
         passwords = {name: first.password(name) for name in ("admin", "operator")}
+        assert f"{POLICY_LINE} applied as v1" in first.lines, first.output
         token = agent_token(data_dir / LOGINS_FILE)
         assert first.output.count(token) == 1, first.output
 
@@ -199,6 +207,9 @@ def test_a_re_run_reuses_logins_and_refuses_a_busy_port(tmp_path: Path) -> None:
     try:
         second.wait_for("Ctrl-C stops everything.", timeout_s=120)
         assert {name: second.password(name) for name in passwords} == passwords
+        # The same policy text: no new version.
+        kept = "Agent policy: v1, the demo's (toolops/demo/policy.toml), already in force"
+        assert kept in second.lines, second.output
         # The same token, not printed again: its first characters and where it is kept.
         assert agent_token(data_dir / LOGINS_FILE) == token
         assert token not in second.output, second.output

@@ -1,5 +1,5 @@
-"""The demo's people and agent, made (or repaired) each time the demo starts, their
-passwords and the agent's token kept in the logins file between runs
+"""The demo's people and agents, made (or repaired) each time the demo starts, their
+passwords and the agents' tokens kept in the logins file between runs
 (toolops/demo/logins.py, which the Django-free scripted agent reads too)."""
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from toolops.accounts.models import Agent, token_digest
-from toolops.demo.logins import AGENT_KEY, AGENT_NAME, LOGINS_FILE, read_secrets, write_secrets
+from toolops.demo.logins import (
+    AGENT_KEY,
+    AGENT_NAME,
+    CASHIER_KEY,
+    CASHIER_NAME,
+    LOGINS_FILE,
+    read_secrets,
+    write_secrets,
+)
 from toolops.services import agent_create
 
 # username → (group, what the person does); admin is a superuser.
@@ -47,11 +55,11 @@ def ensure_user(username: str, group: str | None, password: str | None) -> str |
     return password
 
 
-def ensure_agent(token: str | None) -> str:
-    """The demo agent, with the stored token when it still matches, else a new one."""
-    agent = Agent.objects.filter(name=AGENT_NAME).first()
+def ensure_agent(token: str | None, name: str = AGENT_NAME) -> str:
+    """A demo agent, with the stored token when it still matches, else a new one."""
+    agent = Agent.objects.filter(name=name).first()
     if agent is None:
-        return agent_create(name=AGENT_NAME)[1]
+        return agent_create(name=name)[1]
     if token and agent.token_hash == token_digest(token) and agent.is_active:
         return token
     token = agent.set_new_token()
@@ -68,6 +76,8 @@ class Logins:
     token: str
     token_is_new: bool  # made (or re-issued) by this run: printed once, now
     path: Path
+    # demo-cashier's, for the daily-limit scenario; never printed (it is in the file).
+    cashier_token: str = ""
 
 
 def load_demo_logins(data_dir: Path) -> Logins:
@@ -77,6 +87,7 @@ def load_demo_logins(data_dir: Path) -> Logins:
         name: ensure_user(name, group, stored.get(name)) for name, (group, _) in DEMO_USERS.items()
     }
     token = ensure_agent(stored.get(AGENT_KEY))
+    cashier = ensure_agent(stored.get(CASHIER_KEY), CASHIER_NAME)
     recorded = {name: pw for name, pw in passwords.items() if pw is not None}
-    write_secrets(path, {**recorded, AGENT_KEY: token})
-    return Logins(passwords, token, token != stored.get(AGENT_KEY), path)
+    write_secrets(path, {**recorded, AGENT_KEY: token, CASHIER_KEY: cashier})
+    return Logins(passwords, token, token != stored.get(AGENT_KEY), path, cashier)

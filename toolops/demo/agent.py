@@ -7,8 +7,9 @@ the condition it shows — a lost response, a hanging payment service, a flaky o
 rate-limited read, a refund service that is down — and clears the fault afterwards,
 whatever happens. The scenarios live by theme: resilience.py (downstreams that
 misbehave), saga.py (abort, and the undos after it), approvals.py (calls a person
-decides), observe.py (what people see of a run: redaction, metrics); the two HTTP
-clients in clients.py; what a scenario is written with in
+decides), observe.py (what people see of a run: redaction, metrics), spend.py (the
+agent policy's daily limit, met by a second demo agent); the two HTTP clients in
+clients.py; what a scenario is written with in
 scenario.py. This module lists them, runs them and prints one line each.
 
 create_order and charge wait for a reviewer. The resilience scenarios' runs carry the
@@ -22,7 +23,9 @@ and a watcher thread prints each one's outcome (``↳ …``) when it is decided.
 
 The token may also come from the ``TOOLOPS_AGENT_TOKEN`` environment variable; given
 neither, it is the demo agent's, read from the demo's logins file (logins.py), so that
-`manage.py demo` prints it only once, when it is made. Exit code
+`manage.py demo` prints it only once, when it is made. demo-cashier's token (the daily
+limit scenario) comes the same way: ``--cashier-token``, ``TOOLOPS_CASHIER_TOKEN``, or
+the logins file. Exit code
 0 when every scenario ended as expected; one line per scenario, then a total. With
 ``--watch`` it then stays until every call left to a person is decided (Ctrl-C to stop).
 """
@@ -42,7 +45,7 @@ from typing import TextIO
 
 from toolops.demo.approvals import approval_expires, charge_waits, possible_duplicate
 from toolops.demo.clients import ShopControl, ToolOps
-from toolops.demo.logins import agent_token, default_path
+from toolops.demo.logins import CASHIER_KEY, agent_token, default_path
 from toolops.demo.observe import metrics, sensitive_data
 from toolops.demo.resilience import (
     bad_input,
@@ -65,6 +68,7 @@ from toolops.demo.scenario import (
     Outcome,
     plural,
 )
+from toolops.demo.spend import daily_limit
 
 Scenario = Callable[[Demo], Outcome]
 SCENARIOS: list[tuple[str, Scenario]] = [
@@ -89,6 +93,7 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("partial summary", partial_summary),
     ("sensitive data", sensitive_data),
     ("metrics", metrics),
+    ("daily limit", daily_limit),
 ]
 
 
@@ -145,12 +150,15 @@ def run_demo(
     out: TextIO = sys.stdout,
     only: list[str] | None = None,
     watchers: list[threading.Thread] | None = None,
+    cashier_token: str = "",
 ) -> list[ScenarioResult]:
     """Run the scenarios (all, or those named in `only`), printing one line each. The
     threads watching calls left to a person are appended to `watchers`; they print
-    their outcome to `out` later, while the process lives."""
+    their outcome to `out` later, while the process lives. `cashier_token`:
+    demo-cashier's, for the daily-limit scenario (without it, that scenario says so)."""
     api, shop = ToolOps(url, token), ShopControl(shop_url)
-    demo = Demo(api, shop, new_stamp(), report=lambda line: emit(out, line))
+    cashier = ToolOps(url, cashier_token) if cashier_token else None
+    demo = Demo(api, shop, new_stamp(), report=lambda line: emit(out, line), cashier=cashier)
     results: list[ScenarioResult] = []
     try:
         warning = demo.pick_sku()
@@ -166,6 +174,8 @@ def run_demo(
     finally:
         api.close()
         shop.close()
+        if cashier is not None:
+            cashier.close()
         if watchers is not None:
             watchers.extend(demo.watchers)
     ok = sum(r.ok for r in results)
@@ -191,6 +201,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the demo's logins file, read for the token when none is given "
         "(default: $TOOLOPS_DATA_DIR/demo-logins.txt, else var/demo-logins.txt)",
     )
+    parser.add_argument(
+        "--cashier-token",
+        default=os.environ.get("TOOLOPS_CASHIER_TOKEN", ""),
+        help="demo-cashier's token, for the daily-limit scenario (default: "
+        "$TOOLOPS_CASHIER_TOKEN, else the one in --logins)",
+    )
     parser.add_argument("--shop", default="http://127.0.0.1:9000", help="demo shop base URL")
     parser.add_argument(
         "--only",
@@ -205,6 +221,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     args.token = args.token or agent_token(args.logins)
+    args.cashier_token = args.cashier_token or agent_token(args.logins, CASHIER_KEY)
     if not args.token:
         parser.error(
             f"an agent token is required: --token, $TOOLOPS_AGENT_TOKEN, or the demo's "
@@ -216,7 +233,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = _parse_args(argv)
     watchers: list[threading.Thread] = []
-    results = run_demo(args.url, args.token, args.shop, out=out, only=args.only, watchers=watchers)
+    results = run_demo(
+        args.url,
+        args.token,
+        args.shop,
+        out=out,
+        only=args.only,
+        watchers=watchers,
+        cashier_token=args.cashier_token,
+    )
     if args.watch and watchers:
         emit(
             out,

@@ -11,6 +11,11 @@ from pathlib import Path
 LOGINS_FILE = "demo-logins.txt"
 AGENT_NAME = "demo-agent"
 AGENT_KEY = f"agent:{AGENT_NAME}"
+# The demo policy's limited agent (toolops/demo/policy.toml): small charges without a
+# reviewer, at most 500.00 a day. An agent of its own, so that its daily limit never
+# touches demo-agent's scenarios, however often the demo runs in a day.
+CASHIER_NAME = "demo-cashier"
+CASHIER_KEY = f"agent:{CASHIER_NAME}"
 
 
 def default_path() -> Path:
@@ -33,7 +38,8 @@ def read_secrets(path: Path) -> dict[str, str]:
 def write_secrets(path: Path, values: dict[str, str]) -> None:
     lines = [
         "# ToolOps demo logins, generated on the first `manage.py demo`. Delete this file",
-        f"# to get new ones. `{AGENT_KEY}` is that demo agent's API token.",
+        f"# to get new ones. `{AGENT_KEY}` and `{CASHIER_KEY}` are those demo agents'",
+        "# API tokens.",
         *(f"{name} {secret}" for name, secret in values.items()),
     ]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -42,9 +48,10 @@ def write_secrets(path: Path, values: dict[str, str]) -> None:
     path.chmod(0o600)
 
 
-def agent_token(path: Path) -> str:
-    """The demo agent's token from the file; empty when there is none yet."""
-    return read_secrets(path).get(AGENT_KEY, "")
+def agent_token(path: Path, key: str = AGENT_KEY) -> str:
+    """The demo agent's token (or, with `key`, another demo agent's) from the file;
+    empty when there is none yet."""
+    return read_secrets(path).get(key, "")
 
 
 def token_command(path: Path) -> str:

@@ -43,8 +43,11 @@ class Demo:
         shop: ShopControl,
         stamp: str,
         report: Callable[[str], None] | None = None,
+        cashier: ToolOps | None = None,
     ) -> None:
         self.api = api
+        # demo-cashier's client (the daily-limit scenario); None without its token.
+        self.cashier = cashier
         self.shop = shop
         self.stamp = stamp
         self.sku = STOCKED_SKUS[0]
@@ -68,15 +71,17 @@ class Demo:
         *,
         auto_review: bool = False,
         session_key: str | None = None,
+        api: ToolOps | None = None,
     ) -> str:
         """A fresh run with its own session key (or `session_key`); re-running the demo
         makes new runs. `auto_review`: the demo's scripted reviewer approves what its
-        calls wait for (toolops/demo/reviewer.py); otherwise a person decides."""
+        calls wait for (toolops/demo/reviewer.py); otherwise a person decides. `api`:
+        another agent's client opens it (demo-cashier's), else demo-agent's."""
         self._number += 1
         run_id = f"demo-{self.stamp}-{self._number}-{slug}"
         session_key = session_key or f"demo-{self.stamp}-s{self._number}"
         metadata = auto_metadata() if auto_review else None
-        self.api.run_create(run_id, session_key, budget, metadata)
+        (api or self.api).run_create(run_id, session_key, budget, metadata)
         self.run_ids.append(run_id)
         return run_id
 

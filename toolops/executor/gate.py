@@ -53,30 +53,36 @@ def approval_needed(
     *, run: Run, spec: ToolSpec, duplicate_of: int | None, verdict: Verdict | None = None
 ) -> Need | None:
     """Does this call need a person? `duplicate_of`: the earlier call of the session it
-    may repeat, as read with the run; `verdict`: the agent policy's word on it."""
+    may repeat, as read with the run; `verdict`: the agent policy's word on it. A
+    possible duplicate waits as one, with as many reviewers as the catalog or a rule
+    asks (whichever asks more): being a duplicate never lowers the bar."""
     if spec.is_read:
         return None
+    held = verdict is not None and verdict.held_by is not None
+    required = spec.approvals_required if spec.requires_approval or not held else 1
+    rule, version = "", None
+    if verdict is not None and verdict.held_by is not None:
+        required = max(required, verdict.approvals_required)
+        rule, version = verdict.held_by, verdict.version
     if duplicate_of is not None and run.session_key and spec.session_dedupe_window_s > 0:
         return Need(
             Approval.Reason.POSSIBLE_DUPLICATE,
             duplicate_of,
             spec.approval_ttl_s,
-            spec.approvals_required,
+            required,
+            rule=rule,
+            policy_version=version,
         )
-    catalog = spec.requires_approval and not (verdict is not None and verdict.lifted)
-    if verdict is not None and verdict.held_by is not None:
-        required = verdict.approvals_required
-        if spec.requires_approval:
-            required = max(required, spec.approvals_required)
+    if held:
         return Need(
             Approval.Reason.POLICY,
             None,
             spec.approval_ttl_s,
             required,
-            rule=verdict.held_by,
-            policy_version=verdict.version,
+            rule=rule,
+            policy_version=version,
         )
-    if not catalog:
+    if not spec.requires_approval or (verdict is not None and verdict.lifted):
         return None
     irreversible = spec.kind == "irreversible"
     reason = Approval.Reason.IRREVERSIBLE if irreversible else Approval.Reason.POLICY

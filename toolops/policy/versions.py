@@ -41,7 +41,7 @@ def validate(text: str) -> Document:
 
 
 def two_person() -> bool:
-    return bool(getattr(settings, "TOOLOPS_POLICY_TWO_PERSON", False))
+    return bool(settings.TOOLOPS_POLICY_TWO_PERSON)
 
 
 def apply(

@@ -108,6 +108,30 @@ def test_it_still_holds_a_session_duplicate_under_no_approval(api: APIClient, sh
     assert len(shop.requests("/payments/charges")) == 1
 
 
+def test_a_session_duplicate_keeps_the_two_reviewers_a_rule_asks_for(
+    api: APIClient, shop: Shop
+) -> None:
+    apply_policy(
+        rule(
+            "huge",
+            '"charge"',
+            'context.args.amount.greaterThan(decimal("1000.00"))',
+            "approve_by_two",
+        )
+    )
+    create_run(api, "r-1", session_key="conv-8")
+    create_run(api, "r-2", session_key="conv-8")
+    first = call(api, 0, "charge", "r-1", order_id="o-1", amount="2500.00")
+    again = call(api, 0, "charge", "r-2", order_id="o-1", amount="2500.00")
+
+    assert first["approval"]["rule"] == "huge"
+    assert again["approval"]["reason"] == "possible_duplicate"
+    assert again["approval"]["rule"] == "huge"
+    assert (
+        Approval.objects.get(approval_id=again["approval"]["approval_id"]).approvals_required == 2
+    )
+
+
 def test_it_holds_calls_of_an_agent_younger_than_a_week(api: APIClient, run: Any) -> None:
     apply_policy(rule("new agents", '"reserve_stock"', "principal.age_days < 7", "approve"))
 

@@ -2,12 +2,14 @@
 
 Starts the demo shop, the web server (HTTP + WebSockets), a Celery worker with beat
 embedded and the demo's scripted reviewer as child processes, on the embedded defaults
-(SQLite and the filesystem broker under the data directory), loads demo users and a demo
-agent, runs the scripted agent against the real API, then waits. Ctrl-C (or SIGTERM)
-stops every child it started. The web server listens on --port and the shop on
---shop-port (--port + 1000 unless given), so a second demo with another --port does not
-clash; a busy port is refused, by name and option, before anything starts. The agent's
-token is printed whole once, by the run that makes it; later runs say where it is kept.
+(SQLite and the filesystem broker under the data directory), loads demo users and the
+demo agents, applies the demo's agent policy (toolops/demo/policy.toml; only when the
+version in force reads otherwise), runs the scripted agent against the real API, then
+waits. Ctrl-C (or SIGTERM) stops every child it started. The web server listens on
+--port and the shop on --shop-port (--port + 1000 unless given), so a second demo with
+another --port does not clash; a busy port is refused, by name and option, before
+anything starts. The agent's token is printed whole once, by the run that makes it;
+later runs say where it is kept.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from toolops.demo.logins import (
     default_path,
     token_command,
 )
+from toolops.demo.policy import PAGE as POLICY_PAGE
+from toolops.demo.policy import demo_policy_apply
 from toolops.demo.processes import (
     HOST,
     Child,
@@ -164,12 +168,15 @@ class Command(BaseCommand):
         try:
             migrate_if_needed(self.say)
             logins = load_demo_logins(data_dir)
+            # After the logins: the policy names demo-cashier, which must exist by then.
+            catalog = child_env(shop_port, data_dir)["TOOLOPS_TOOLS_FILE"]
+            self.say(demo_policy_apply(catalog=catalog))
             self.receiver = demo_hook.receiver_start(self.say)
             connections.close_all()  # the children own the database from here
             self._start(children, port, shop_port, data_dir, log_dir, options["reset_shop"])
             web_url, shop_url = f"http://{HOST}:{port}", f"http://{HOST}:{shop_port}"
             if not options["no_agent"]:
-                self._run_agent(children, web_url, logins.token, shop_url)
+                self._run_agent(children, web_url, logins, shop_url)
             self._banner(web_url, shop_url, logins, children)
             self._watch(children)
         except Stop:
@@ -275,9 +282,13 @@ class Command(BaseCommand):
             f"(log {reviewer.log_path})"
         )
 
-    def _run_agent(self, children: list[Child], web_url: str, token: str, shop_url: str) -> None:
+    def _run_agent(
+        self, children: list[Child], web_url: str, logins: Logins, shop_url: str
+    ) -> None:
         self.say("\nScripted agent (toolops/demo/agent.py) against the real API:")
-        results = run_demo(web_url, token, shop_url, out=self.stdout)
+        results = run_demo(
+            web_url, logins.token, shop_url, out=self.stdout, cashier_token=logins.cashier_token
+        )
         for child in children:
             if not child.alive:
                 raise ChildDied(child)
@@ -294,6 +305,10 @@ class Command(BaseCommand):
             f"Metrics: {web_url}/console/metrics/ (per tool) and {web_url}/metrics "
             "(Prometheus); a run's page is its timeline. Spans go to a collector when "
             "OTEL_EXPORTER_OTLP_ENDPOINT is set for `make demo`"
+        )
+        self.say(
+            f"Agent policy: {web_url}{POLICY_PAGE} (log in as operator): its rules, "
+            "demo-cashier's spend against its daily limit, history and rollback (docs/policy.md)"
         )
         self.say(f"Logins (also in {logins.path}):")
         for name, (group, role) in DEMO_USERS.items():
