@@ -10,7 +10,20 @@ from traces.views import timeline as traces_timeline
 from .approvals import views as approvals
 from .notify import hook_views as webhooks
 from .notify import views as notify
-from .views import accounts, agents, audit, health, home, login, runs, tools, unknown
+from .views import (
+    accounts,
+    agents,
+    audit,
+    health,
+    home,
+    login,
+    policy,
+    policy_edit,
+    policy_versions,
+    runs,
+    tools,
+    unknown,
+)
 
 app_name = "console"
 
@@ -35,6 +48,28 @@ urlpatterns = [
     path("tools/", tools.tool_list, name="tools"),
     path("tools/<str:name>/policy/", tools.tool_policy_edit, name="tool-policy"),
     path("agents/<int:pk>/rate-limit/", agents.agent_rate_limit_edit, name="agent-rate-limit"),
+    # The agent policy (toolops/views/policy*.py): operators simulate, apply and roll back;
+    # a version's page is every console user's (the approval and call pages link to it).
+    path("policy/", policy.policy_home, name="policy"),
+    path("policy/versions/<int:number>/", policy.policy_version, name="policy-version"),
+    path("policy/validate/", policy_edit.policy_validate, name="policy-validate"),
+    path("policy/simulate/", policy_edit.policy_simulate, name="policy-simulate"),
+    path("policy/apply/", policy_edit.policy_apply, name="policy-apply"),
+    path(
+        "policy/versions/<int:number>/rollback/",
+        policy_versions.policy_rollback,
+        name="policy-rollback",
+    ),
+    path(
+        "policy/versions/<int:number>/confirm/",
+        policy_versions.policy_confirm,
+        name="policy-confirm",
+    ),
+    path(
+        "policy/versions/<int:number>/withdraw/",
+        policy_versions.policy_withdraw,
+        name="policy-withdraw",
+    ),
     path("unknown/", unknown.unknown_list, name="unknown"),
     path("unknown/<int:pk>/settle/", unknown.unknown_settle, name="unknown-settle"),
     path("health/", health.tool_health, name="health"),

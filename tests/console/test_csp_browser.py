@@ -21,6 +21,7 @@ from tests.browser import needs_chromium, open_page
 from tests.compensations.conftest import dead_letter
 from tests.conftest import Shop
 from tests.redisdb import redis_url
+from tests.toolops.policy.helpers import apply_policy
 from toolops.models import Agent, Approval, Run, ToolCall
 
 from .conftest import PASSWORD, make_call, make_record
@@ -36,6 +37,8 @@ POST_ONLY = {
     "tickets-bulk", "ticket-assign", "ticket-retry", "ticket-resolve", "ticket-comment",
     "ticket-snooze", "ticket-unsnooze",
     "lockout-unlock", "notification-retry", "webhook-add", "webhook-test", "webhook-remove",
+    "policy-validate", "policy-simulate", "policy-apply", "policy-rollback", "policy-confirm",
+    "policy-withdraw",
 }  # fmt: skip
 # The inline script the test puts into a page, to see the policy refuse it.
 PROBE = "window.__ran = true"
@@ -102,7 +105,10 @@ def make_calls(http: httpx.Client) -> dict[str, Any]:
         error_message="<script>alert('lost')</script><b style='color:red'>timed out</b>",
     )  # fmt: skip
     make_record(lost, state="claimed", fence=1)
+    # An agent policy in force that changes nothing, for the policy pages to show.
+    policy = apply_policy('default = "allow"\n', note="every agent may call every tool")
     return {
+        "policy": policy,
         "run": run,
         "read": ToolCall.objects.get(call_id=read.json()["call_id"]),
         "approval": Approval.objects.get(call__call_id=held.json()["call_id"]),
@@ -139,6 +145,8 @@ def console_pages(rows: dict[str, Any], ticket: Ticket, user: Any) -> dict[str, 
         "account-notifications": "/console/account/notifications/",
         "notifications": "/console/notifications/",
         "webhooks": "/console/notifications/webhooks/",
+        "policy": "/console/policy/",
+        "policy-version": f"/console/policy/versions/{rows['policy'].number}/",
         "login-code": "/console/login/code/",  # no password step pending: the login page
         # Not a route of its own: the search's page when nothing matches, and the admin's.
         "search (no match)": "/console/search/?q=nothing-matches-this",

@@ -91,16 +91,29 @@ def apply(
 
 
 def rollback(
-    number: int, *, note: str, actor: Any = None, actor_name: str = "", request: Any = None
+    number: int,
+    *,
+    note: str,
+    actor: Any = None,
+    actor_name: str = "",
+    request: Any = None,
+    propose: bool = False,
 ) -> PolicyVersion:
     """A new version equal to version `number` (validated again: the catalog or the
-    agents may have changed since)."""
+    agents may have changed since); with `propose`, waiting for a second operator like
+    any other apply."""
     old = PolicyVersion.objects.filter(number=number).first()
     if old is None:
         raise PolicyError("the rollback", "version", f"there is no version {number}")
     note = note.strip() or f"rollback to v{number}"
     return apply(
-        old.text, note=note, actor=actor, actor_name=actor_name, restores=number, request=request
+        old.text,
+        note=note,
+        actor=actor,
+        actor_name=actor_name,
+        restores=number,
+        request=request,
+        propose=propose,
     )
 
 
@@ -120,8 +133,11 @@ def confirm(number: int, *, actor: Any, request: Any = None) -> PolicyVersion:
             )
         validate(version.text)
         previous = active_version()
-        # In force as the newest version: numbered after anything applied meanwhile.
-        version.number = (PolicyVersion.objects.aggregate(n=Max("number"))["n"] or 0) + 1
+        # In force as the newest version: renumbered only when another was applied after
+        # it was proposed (its old number then stays free: numbers are never reused).
+        newest = PolicyVersion.objects.exclude(pk=version.pk).aggregate(n=Max("number"))["n"] or 0
+        if newest > version.number:
+            version.number = newest + 1
         version.state, version.confirmed_by, version.applied_at = (
             State.APPLIED,
             actor,
@@ -149,10 +165,11 @@ def active_version() -> PolicyVersion | None:
 
 
 def diff(old: str, new: str, *, old_name: str = "before", new_name: str = "after") -> str:
+    """A unified diff, one line per line (a text without a final newline gets one)."""
     lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+        old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""
     )
-    return "".join(lines)
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _audit(

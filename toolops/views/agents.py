@@ -18,6 +18,7 @@ from toolops.forms import AgentRateLimitForm
 from toolops.models import Agent
 from toolops.permissions import console_required, require_policy_editor
 from toolops.views.common import HtmxHttpRequest, page_context
+from toolops.views.policy_read import agent_policies
 
 
 def _limits() -> dict[str, object]:
@@ -32,8 +33,12 @@ def _limits() -> dict[str, object]:
 @console_required
 def agent_list(request: HtmxHttpRequest) -> HttpResponse:
     require_policy_editor(request.user)
-    agents = Agent.objects.order_by("name")
-    ctx = page_context(request, "agents", agents=agents, **_limits())
+    agents = list(Agent.objects.order_by("name"))
+    # What the agent policy in force gives each agent: its tools and its limits' spending.
+    policies = agent_policies(agents)
+    for agent in agents:
+        agent.policy_shown = policies.get(agent.pk)  # type: ignore[attr-defined]
+    ctx = page_context(request, "agents", agents=agents, policy=bool(policies), **_limits())
     return render(request, "console/agents.html", ctx)
 
 

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Max, Min, Q
+from django.urls import reverse
 
 from compensations.models import Ticket
 from toolops.approvals.models import Approval
@@ -27,7 +28,9 @@ from toolops.breaker_state import BreakerState, breaker_states
 from toolops.models import CircuitBreaker, Run, ToolCall
 from toolops.notify.models import NotificationDelivery
 from toolops.permissions import can_control_breakers, can_read_audit, can_review, can_work_tickets
+from toolops.policy import active as in_force
 from toolops.templatetags.when import ago, waited
+from toolops.views.policy_spend import IN_PERIOD, NEAR, spent_now
 
 # The oldest (or newest) rows a signal lists; its count says how many there are in all.
 FEW = 5
@@ -105,7 +108,7 @@ class Notifications:
 
 @dataclass(frozen=True)
 class NearSpendLimit:
-    """An agent close to its spend limit, once limits exist (`agents_near_spend_limit`)."""
+    """An agent close to a spend limit (`agents_near_spend_limit`)."""
 
     agent: str
     spent: str
@@ -257,11 +260,20 @@ def notifications_failing(now: datetime) -> Notifications | None:
 
 
 def agents_near_spend_limit() -> list[NearSpendLimit]:
-    """EXTENSION POINT: agents close to their spend limit. Spend limits come with agent
-    policies (API.md "Agent policy"), which do not exist yet, so this finds none and the
-    home shows nothing for it. When they do: read the policy's spend counters here —
-    bounded like the rest, the FEW closest to their limit — and the home lists them."""
-    return []
+    """Agents at NEAR (80%) or more of a limit of the policy in force, this period: one
+    read of the version in force and one of the counters past that share (policy_spend.py),
+    the FEW fullest, each agent once (its fullest limit), linking to the policy page."""
+    policy = in_force.current()
+    if policy is None or not policy.document.limits:
+        return []
+    link = reverse("console:policy") + "#active"
+    found: dict[str, NearSpendLimit] = {}
+    for spent in spent_now(policy.document.limits, share=NEAR):
+        if spent.agent not in found and len(found) < FEW:
+            limit = spent.limit
+            said = f"{spent.max} ({spent.percent}% of “{limit.name}”, {IN_PERIOD[limit.per]})"
+            found[spent.agent] = NearSpendLimit(spent.agent, spent.spent, said, link)
+    return list(found.values())
 
 
 @dataclass(frozen=True)
