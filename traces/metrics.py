@@ -145,8 +145,8 @@ def _buckets(
 
 
 class ToolOpsCollector:
-    """Every ToolOps metric, read from the tables on each scrape (8 queries; with an
-    agent policy, 2 more and one per limit)."""
+    """Every ToolOps metric, read from the tables on each scrape (10 queries, 2 of them
+    the agent policy's; one more per limit of the policy in force)."""
 
     def collect(self) -> Iterator[Metric]:
         tools = catalog_tools()

@@ -38,6 +38,8 @@ from toolops.approvals.models import Approval, ApprovalVote
 from toolops.audit.models import AuditEntry
 from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy
 from toolops.notify.models import NotificationDelivery, NotificationEvent, NotificationPreference
+from toolops.policy import versions
+from toolops.policy.models import PolicyVersion
 from traces.models import FullArgsRead
 
 __all__ = ["PASSWORD", "World", "hold", "logged_in", "make_call", "make_run", "snapshot"]
@@ -83,7 +85,7 @@ class World:
 def world(agent_a: tuple[Agent, str], console_catalog: Any) -> World:
     """Agent A's objects: a running run with a succeeded call, an unknown outcome and a
     held call; a dead-lettered compensation's ticket (in a run of its own); and a breaker
-    that has tripped."""
+    that has tripped; an agent policy in force, and a proposed one."""
     agent = agent_a[0]
     run = make_run(agent, "r-world")
     call = make_call(run, "tc-done", 0, "create_order", "succeeded", args=ORDER,
@@ -109,6 +111,9 @@ def world(agent_a: tuple[Agent, str], console_catalog: Any) -> World:
         tool="flaky_warehouse", state=CircuitBreaker.State.OPEN, consecutive_failures=3,
         opened_at=timezone.now(), open_until=timezone.now() + timedelta(minutes=1),
     )  # fmt: skip
+    # An agent policy in force that changes nothing, and another operator's proposal.
+    versions.apply('default = "allow"\n', note="start", actor_name="ops")
+    versions.apply('default = "deny"\n', note="lock down", actor_name="ops", propose=True)
     return World(agent, run, call, unknown, approval, ticket)
 
 
@@ -128,6 +133,7 @@ def snapshot(client: Client | None = None) -> tuple[Any, ...]:
         rows(TicketEvent, "kind"),
         rows(Compensation, "status", "rounds"),
         rows(ToolPolicy),
+        rows(PolicyVersion, "number", "state"),
         rows(Agent, "rate_limit_per_minute"),
         rows(CircuitBreaker, "state", "forced", "open_until"),
         rows(NotificationPreference, "kind", "email"),

@@ -67,6 +67,8 @@ API_TRIES: dict[str, Any] = {
     "call-create": ("POST", "/api/v1/runs/r-1/calls",
                     {"step_index": 1, "tool": "reserve_stock", "args": RESERVE}),
     "call-detail": ("GET", "/api/v1/calls/{call_id}", None),
+    # The agent's own view of the policy: no object in its path to name.
+    "policy-detail": None,
 }  # fmt: skip
 
 
@@ -136,6 +138,12 @@ ALLOWED: dict[str, set[str]] = {
     "notification-retry": {"operator"},
     "home": ANYONE, "nav-counts": ANYONE, "webhooks": {"operator"},
     "webhook-add": {"operator"}, "webhook-test": {"operator"}, "webhook-remove": {"operator"},
+    # The agent policy: a version's page is linked from approvals, so every console
+    # person reads it; the page and every change are the operators'.
+    "policy": {"operator"}, "policy-version": {"reviewer", "support", "operator"},
+    "policy-validate": {"operator"}, "policy-simulate": {"operator"},
+    "policy-apply": {"operator"}, "policy-rollback": {"operator"},
+    "policy-confirm": {"operator"}, "policy-withdraw": {"operator"},
 }  # fmt: skip
 PERSONAS = ("outsider", "reviewer", "support", "operator")
 REFUSED = sorted(

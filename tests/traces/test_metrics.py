@@ -258,7 +258,7 @@ def test_it_answers_with_a_fixed_number_of_queries_however_many_tools(
         replay_noted(tool=f"tool_{n}")
         make_call(run, f"made_up_{n}", "failed", finished_at=timezone.now())
 
-    assert queries() == few == 8
+    assert queries() == few == 10
     assert tool_labels(scraped()) == {*registry.load(), UNKNOWN}
 
 

@@ -52,8 +52,20 @@ def test_it_lists_every_action_of_api_md() -> None:
     # API.md "Processes and settings": decide, abort, settle, ticket assign/comment/retry/
     # resolve, breaker force/reset, policy edit, full-args read, token create/rotate/
     # revoke, login lockout and unlock; and beyond it, an agent's rate limit, a ticket's
-    # snooze and the console's webhooks.
-    beyond = {"agent.rate_limit", "ticket.snooze", "webhook.add", "webhook.test", "webhook.remove"}
+    # snooze, the console's webhooks, and the agent policy's versions ("policy edit" is a
+    # tool's policy in the console; API.md "Agent policy": every apply and rollback).
+    beyond = {
+        "agent.rate_limit",
+        "ticket.snooze",
+        "webhook.add",
+        "webhook.test",
+        "webhook.remove",
+        "policy.apply",
+        "policy.rollback",
+        "policy.propose",
+        "policy.confirm",
+        "policy.withdraw",
+    }
     assert set(Action.values) == beyond | {
         "approval.decide", "run.abort", "call.settle", "ticket.assign", "ticket.comment",
         "ticket.retry", "ticket.resolve", "breaker.force_open", "breaker.reset",

@@ -21,7 +21,6 @@ from toolops.adapters.langchain import langchain_tools
 from toolops.adapters.openai import openai_tools, responses_tools
 from toolops.api.policy import agent_policy
 from toolops.client import AsyncToolOps, ToolOps
-from toolops.tools import registry
 
 ONE_GRANT = """
 default = "deny"
@@ -46,8 +45,10 @@ def test_mcp_lists_the_granted_tools_and_answers_the_agents_policy(
         async with mcp_client(server.url, agent_a[1]) as client:
             return [t.name for t in (await client.list_tools()).tools]
 
-    everything = [spec.name for spec in registry.public_tools()]
-    assert asyncio.run(listed()) == ["toolops_policy", *everything]
+    # The server's catalog (this process may hold Python tools other tests registered).
+    everything = asyncio.run(listed())
+    assert everything[0] == "toolops_policy"
+    assert {"query_stock", "reserve_stock", "charge"} <= set(everything)
 
     version = apply_policy(ONE_GRANT)
 
@@ -85,11 +86,11 @@ def test_the_client_and_the_adapters_see_only_the_granted_tools(
 ) -> None:
     server = toolops_server()
     client = ToolOps(server.url, agent_a[1])
-    assert client.policy() == {
-        "version": None,
-        "tools": [spec.name for spec in registry.public_tools()],
-        "limits": [],
-    }
+    before = client.policy()
+    assert before["version"] is None and before["limits"] == []
+    # Every public tool of the server's catalog, as GET /tools lists them.
+    assert before["tools"] == [t["name"] for t in client.tools()]
+    assert {"query_stock", "reserve_stock", "charge"} <= set(before["tools"])
     version = apply_policy(ONE_GRANT)
 
     policy = client.policy()
