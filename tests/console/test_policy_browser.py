@@ -85,7 +85,7 @@ def fits(tab: Any, width: int, name: str) -> None:
 
 
 def type_draft(tab: Any, text: str) -> None:
-    """As a person types: the check runs on the key going up, nothing is submitted."""
+    """As a person types: the check runs on each change, nothing is submitted."""
     editor = tab.locator("#policy-text")
     editor.fill(text)
     editor.press("End")

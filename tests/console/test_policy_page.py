@@ -130,7 +130,7 @@ def test_it_shows_the_version_in_force_in_words(
     assert cells["agent-a"][tools.index("charge")] == "allowed"
     assert cells["every other agent"][tools.index("charge")] == "not allowed"
     assert cells["every other agent"][tools.index("query_stock")] == "allowed"
-    assert "A call of charge by any agent waits for a reviewer when" in page
+    assert "A call of charge by any agent waits for a reviewer when its condition holds" in page
     assert (
         '<code class="policy-when">context.args.amount.greaterThan(decimal(&quot;100.00&quot;))'
         in page

@@ -59,11 +59,12 @@ def limit_reached(
 
 
 def rule_sentence(rule: Rule) -> str:
-    """A rule as people read it: "charge, when <condition>, waits for a reviewer"."""
+    """A rule as people read it: "A call of charge by any agent waits for a reviewer when
+    its condition holds." (the condition itself is shown beside it, as written)."""
     who = "any agent" if "*" in rule.agents else ", ".join(rule.agents)
     tools = "any tool" if "*" in rule.tools else ", ".join(rule.tools)
     mode = " (log only: recorded, not applied)" if rule.log_only else ""
-    return f"A call of {tools} by {who} {ACTION_WORDS[rule.action]} when {rule.when.strip()}{mode}."
+    return f"A call of {tools} by {who} {ACTION_WORDS[rule.action]} when its condition holds{mode}."
 
 
 def limit_sentence(limit: Limit) -> str:
