@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -33,7 +32,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cases import CATALOG, PARAMS_SCHEMA, call_body, create_runs  # noqa: E402
 from bench.cpu import group_cpu_s  # noqa: E402
-from bench.db import fresh_database  # noqa: E402
 from bench.load import Sample, Target, drive  # noqa: E402
 from bench.procs import (  # noqa: E402
     BENCH,
@@ -41,8 +39,10 @@ from bench.procs import (  # noqa: E402
     PY,
     BenchError,
     Processes,
+    agent_database,
     free_ports,
     run_checked,
+    toolops_env,
     uvicorn_argv,
     wait_http,
 )
@@ -99,34 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _env(tmp: Path, database_url: str, catalog: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "TOOLOPS_DATA_DIR": str(tmp / "data"),
-        "TOOLOPS_TOOLS_FILE": str(catalog),
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-        "DJANGO_DEBUG": "0",
-        "TOOLOPS_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.getenv("PYTHONPATH", "")) if p),
-    }
-    for name in [k for k in env if k.startswith("OTEL_")] + ["DJANGO_SETTINGS_MODULE"]:
-        env.pop(name, None)
-    return env
-
-
 def _prepare(env: dict[str, str], *, policy: bool) -> str:
-    """A fresh database, migrated, with the agent `bench` (and the policy); its token."""
-    fresh_database(env["DATABASE_URL"])
-    run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
-    out = run_checked(
-        [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"], env, "create_agent"
-    )
+    """A fresh database with the agent `bench` (and the policy); its token."""
+    token = agent_database(env)
     if policy:
         run_checked(
             [PY, "manage.py", "policy", "apply", str(POLICY), "--note", "bench"], env, "policy"
         )
-    return out.strip().splitlines()[-1].strip()
+    return token
 
 
 def _target(port: int, token: str, prefix: str, tool: str) -> Target:
@@ -155,7 +135,7 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
     )
     # One server and database per side, alike but for the policy: a server that took two
     # sides' calls would be slower for it alone (an A/A run showed 1.2 ms at p50).
-    envs = {side: _env(tmp, f"{o.database_url}_{side}", catalog) for side in SIDES}
+    envs = {side: toolops_env(tmp, f"{o.database_url}_{side}", catalog) for side in SIDES}
     say("policy: fresh databases, migrate, agent, policy of 20 rules and 3 limits …")
     tokens = {side: _prepare(envs[side], policy=side != "off" and not o.aa) for side in SIDES}
     procs.start(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -205,6 +206,37 @@ class Fleet:
     def stop(self) -> None:
         for name in self.names:
             self.procs.stop(name)
+
+
+def toolops_env(tmp: Path, database_url: str, catalog: Path) -> dict[str, str]:
+    """The environment of a ToolOps process the bench starts: its database and catalog,
+    a fresh secret, quiet logs, no OpenTelemetry, and this checkout on the path."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "TOOLOPS_DATA_DIR": str(tmp / "data"),
+        "TOOLOPS_TOOLS_FILE": str(catalog),
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+        "DJANGO_DEBUG": "0",
+        "TOOLOPS_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.getenv("PYTHONPATH", "")) if p),
+    }
+    for name in [k for k in env if k.startswith("OTEL_")] + ["DJANGO_SETTINGS_MODULE"]:
+        env.pop(name, None)
+    return env
+
+
+def agent_database(env: dict[str, str]) -> str:
+    """The environment's database, dropped, created and migrated, with the agent `bench`
+    (no rate limit); its token."""
+    from bench.db import fresh_database
+
+    fresh_database(env["DATABASE_URL"])
+    run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
+    out = run_checked(
+        [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"], env, "create_agent"
+    )
+    return out.strip().splitlines()[-1].strip()
 
 
 def run_checked(argv: Sequence[str], env: dict[str, str], what: str) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -37,7 +36,6 @@ from bench.cases import (  # noqa: E402 - after the path is set
     toolops_targets,
 )
 from bench.cpu import group_cpu_s  # noqa: E402
-from bench.db import fresh_database  # noqa: E402
 from bench.load import Sample, drive  # noqa: E402
 from bench.procs import (  # noqa: E402
     BENCH,
@@ -45,8 +43,10 @@ from bench.procs import (  # noqa: E402
     PY,
     BenchError,
     Processes,
+    agent_database,
     free_ports,
     run_checked,
+    toolops_env,
     uvicorn_argv,
     wait_http,
 )
@@ -119,25 +119,9 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
     (tmp / "catalog.toml").write_text(
         CATALOG.format(url=f"http://{HOST}:{downstream}", schema=PARAMS_SCHEMA)
     )
-    env = {
-        **os.environ,
-        "DATABASE_URL": o.database_url,
-        "TOOLOPS_DATA_DIR": str(tmp / "data"),
-        "TOOLOPS_TOOLS_FILE": str(tmp / "catalog.toml"),
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-        "DJANGO_DEBUG": "0",
-        "TOOLOPS_LOG_LEVEL": "WARNING",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.getenv("PYTHONPATH", "")) if p),
-    }
-    for name in [k for k in env if k.startswith("OTEL_")] + ["DJANGO_SETTINGS_MODULE"]:
-        env.pop(name, None)
+    env = toolops_env(tmp, o.database_url, tmp / "catalog.toml")
     say("traces: fresh database, migrate, agent …")
-    fresh_database(o.database_url)
-    run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
-    out = run_checked(
-        [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"], env, "create_agent"
-    )
-    token = out.strip().splitlines()[-1].strip()
+    token = agent_database(env)
 
     procs.start("downstream", [PY, str(BENCH / "downstream.py"), "--host", HOST,
                                "--port", str(downstream)], env)  # fmt: skip
