@@ -5,19 +5,20 @@ midnight in the limit's own time zone."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.conftest import Shop
 from tests.toolops.api.helpers import create_run
 from tests.toolops.policy.flow import CHARGES_RUN, call, decide, money, reviewer, units
 from tests.toolops.policy.helpers import apply_policy
-from toolops.executor.settle import call_settle
+from toolops.executor.settle import call_reconcile, call_settle
 from toolops.models import Approval, ToolCall, ToolPolicy
 from toolops.policy import limits, wording
 from toolops.policy.document import Limit
@@ -292,3 +293,21 @@ def test_it_says_when_each_period_resets_in_the_limits_zone() -> None:
         "it resets on 1 January at 00:00 Europe/Berlin"
     )
     assert wording.resets(limit_per("total"), None) == "it never resets"
+
+
+def test_an_unknown_call_the_worker_finds_never_happened_gives_its_reservation_back(
+    api: APIClient, run: Any, shop: Shop
+) -> None:
+    unknown = unknown_charge(api, shop)
+    assert units("charges per day") == money("60.00")
+    # The lookup answers again: the charge hung without effect, so it finds nothing.
+    shop.fault("/payments/charges/lookup", fail_next=0)
+    row = ToolCall.objects.get(call_id=unknown["call_id"])
+    ToolCall.objects.filter(pk=row.pk).update(
+        next_reconcile_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert call_reconcile(call_pk=row.pk) == "failed"
+
+    assert units("charges per day") == money("0.00")
+    assert call(api, 1, "charge", order_id="o-2", amount="90.00")["status"] == "succeeded"
