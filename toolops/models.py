@@ -379,7 +379,24 @@ class McpSession(models.Model):
         return self.session_id
 
 
-__all__ = ["Agent", "Approval", "ApprovalVote", "Attempt", "AuditEntry", "CircuitBreaker",
-           "IdempotencyRecord", "McpSession", "NotificationDelivery", "NotificationEvent",
-           "NotificationPreference", "PolicyVersion", "RateWindow", "Run", "SpendCounter",
-           "ToolCall", "ToolPolicy", "new_span_id", "new_trace_id"]  # fmt: skip
+__all__ = [
+    "Agent",
+    "Approval",
+    "ApprovalVote",
+    "Attempt",
+    "AuditEntry",
+    "CircuitBreaker",
+    "IdempotencyRecord",
+    "McpSession",
+    "NotificationDelivery",
+    "NotificationEvent",
+    "NotificationPreference",
+    "PolicyVersion",
+    "RateWindow",
+    "Run",
+    "SpendCounter",
+    "ToolCall",
+    "ToolPolicy",
+    "new_span_id",
+    "new_trace_id",
+]
