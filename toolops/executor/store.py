@@ -124,9 +124,13 @@ def claim_and_charge(
         ctes_params += more
     reserved = " + ".join(f"(SELECT count(*) FROM r{i})" for i in range(len(holds)))
     claim_sql, claim_params = claims.claim_sql(
-        key=call.idempotency_key, call_ref=call.call_id, tool=call.tool,
-        lease_s=lease_s, ttl_s=ttl_s, only_if=f"{reserved} = {len(holds)}" if holds else "",
-    )  # fmt: skip
+        key=call.idempotency_key,
+        call_ref=call.call_id,
+        tool=call.tool,
+        lease_s=lease_s,
+        ttl_s=ttl_s,
+        only_if=f"{reserved} = {len(holds)}" if holds else "",
+    )
     fields = rows.insert_fields(ToolCall)
     values, params = rows.values_sql([call], fields, typed=True)
     ctes.append(f"claim AS ({claim_sql})")
