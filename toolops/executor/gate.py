@@ -156,7 +156,7 @@ def hold(
     except _LostClaim:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     except IntegrityError as exc:
-        if not replay.is_tool_call_id_clash(exc):
+        if not store.is_tool_call_id_clash(exc):
             raise
         existing = replay.by_tool_call_id(run, request)
         return replay.answer_existing(existing, request, call.args_digest, spec)
