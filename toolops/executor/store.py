@@ -185,13 +185,11 @@ def _claim_statements(
     charged: bool | None = None
     try:
         with transaction.atomic():
+            # Every hold or none (policy/limits.py), then the claim, in this transaction.
+            over = spend.reserve_all(agent_id, holds) if holds else ()
+            if over:
+                raise _NotFitted(over)
             with connection.cursor() as cursor:
-                fitted = []
-                for hold in holds:
-                    cursor.execute(*spend.reserve_sql(agent_id, hold))
-                    fitted.append(cursor.fetchone() is not None)
-                if not all(fitted):
-                    raise _NotFitted(tuple(i for i, ok in enumerate(fitted) if not ok))
                 cursor.execute(claim_sql, claim_params)
                 if cursor.fetchone() is None:
                     raise _NotFitted(())
