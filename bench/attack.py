@@ -109,9 +109,15 @@ def measure(b: Agent, count: int, step0: int) -> dict[str, dict[str, float]]:
         status, _ = b.send("GET", "/tools")
         tools.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        status2, call = b.send("POST", "/runs/r-b/calls", {
-            "step_index": step0 + n, "tool": "bench_read", "args": {"n": n},
-        })  # fmt: skip
+        status2, call = b.send(
+            "POST",
+            "/runs/r-b/calls",
+            {
+                "step_index": step0 + n,
+                "tool": "bench_read",
+                "args": {"n": n},
+            },
+        )
         reads.append(time.perf_counter() - t0)
         if status != 200 or status2 != 200 or call["status"] != "succeeded":
             raise BenchError(f"agent B was not served: {status} {status2} {call}")
@@ -137,8 +143,11 @@ def hold_long_polls(port: int, token: str, call_id: str) -> list[threading.Threa
 
     def poll_until_held(conn: http.client.HTTPConnection) -> None:
         while True:  # refused while the probe below held a slot: try again
-            conn.request("GET", f"/api/v1/calls/{call_id}?wait=30",
-                         headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+            conn.request(
+                "GET",
+                f"/api/v1/calls/{call_id}?wait=30",
+                headers={"Authorization": f"Bearer {token}"},
+            )
             response = conn.getresponse()
             response.read()
             if response.status != 429:
@@ -188,11 +197,16 @@ def main() -> None:
 
 def run(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any]:
     env = {
-        **os.environ, "DATABASE_URL": o.database_url, "TOOLOPS_DATA_DIR": str(tmp / "data"),
-        "TOOLOPS_TOOLS_FILE": str(tmp / "catalog.toml"), "DJANGO_DEBUG": "0",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(40), "TOOLOPS_LOG_LEVEL": "WARNING",
-        "TOOLOPS_AGENT_MAX_INFLIGHT": str(POLLS), "PYTHONPATH": str(ROOT),
-    }  # fmt: skip
+        **os.environ,
+        "DATABASE_URL": o.database_url,
+        "TOOLOPS_DATA_DIR": str(tmp / "data"),
+        "TOOLOPS_TOOLS_FILE": str(tmp / "catalog.toml"),
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+        "TOOLOPS_LOG_LEVEL": "WARNING",
+        "TOOLOPS_AGENT_MAX_INFLIGHT": str(POLLS),
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env.pop("REDIS_URL", None)
     downstream, port, unbounded = free_ports(3)
@@ -213,9 +227,15 @@ def run(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any]:
     c = Agent(port, tokens["agent-c"])
     for agent, run_id in ((a, "r-a"), (b, "r-b"), (c, "r-c")):
         agent.send("POST", "/runs", {"run_id": run_id})
-    status, held = a.send("POST", "/runs/r-a/calls", {
-        "step_index": 0, "tool": "bench_held", "args": {"n": 1},
-    })  # fmt: skip
+    status, held = a.send(
+        "POST",
+        "/runs/r-a/calls",
+        {
+            "step_index": 0,
+            "tool": "bench_held",
+            "args": {"n": 1},
+        },
+    )
     if held.get("status") != "pending_approval":
         raise BenchError(f"agent A's call is not held: {status} {held}")
     n = o.requests
@@ -282,8 +302,10 @@ def report(
     for what, label in (("get_tools", "GET /api/v1/tools"), ("read_call", "read call")):
         for state, stats in states:
             s = stats[what]
-            print(f"  {label:17} {state:32} {s['n']:4} {s['p50_ms']:8.2f} {s['p99_ms']:8.2f} "
-                  f"{s['max_ms']:8.2f}")  # fmt: skip
+            print(
+                f"  {label:17} {state:32} {s['n']:4} {s['p50_ms']:8.2f} {s['p99_ms']:8.2f} "
+                f"{s['max_ms']:8.2f}"
+            )
     for label, attacker in (("bounds on", wide_attack), ("no bounds", before_attack)):
         print(
             f"  agent C ({label}): {attacker['requests']} wide bodies of "

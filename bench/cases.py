@@ -104,23 +104,38 @@ def toolops_targets(
 
     return {
         "write": Target(
-            "ToolOps write", ports, lambda t: f"/api/v1/runs/{prefix}-w{t}/calls",
-            lambda t, s: call_body(s, "bench_write", s, tcid("w", s)), headers, ok,
+            "ToolOps write",
+            ports,
+            lambda t: f"/api/v1/runs/{prefix}-w{t}/calls",
+            lambda t, s: call_body(s, "bench_write", s, tcid("w", s)),
+            headers,
+            ok,
         ),
         "write_budget": Target(
-            "ToolOps write (budget)", ports, lambda t: f"/api/v1/runs/{prefix}-b{t}/calls",
-            lambda t, s: call_body(s, "bench_write", s, tcid("b", s), TOKENS), headers, ok,
+            "ToolOps write (budget)",
+            ports,
+            lambda t: f"/api/v1/runs/{prefix}-b{t}/calls",
+            lambda t, s: call_body(s, "bench_write", s, tcid("b", s), TOKENS),
+            headers,
+            ok,
         ),
         "read": Target(
-            "ToolOps read", ports, lambda t: f"/api/v1/runs/{prefix}-r{t}/calls",
-            lambda t, s: call_body(s, "bench_read", s, tcid("r", s)), headers, ok,
+            "ToolOps read",
+            ports,
+            lambda t: f"/api/v1/runs/{prefix}-r{t}/calls",
+            lambda t, s: call_body(s, "bench_read", s, tcid("r", s)),
+            headers,
+            ok,
         ),
         "replay": Target(
-            "ToolOps replay", ports, lambda t: f"/api/v1/runs/{prefix}-replay/calls",
-            lambda t, s: call_body(0, "bench_write", 0, tcid("w", 0)), headers,
+            "ToolOps replay",
+            ports,
+            lambda t: f"/api/v1/runs/{prefix}-replay/calls",
+            lambda t, s: call_body(0, "bench_write", 0, tcid("w", 0)),
+            headers,
             (b'"status":"succeeded"', b'"replayed":true'),
         ),
-    }  # fmt: skip
+    }
 
 
 def toolops_run_ids(prefix: str) -> list[str]:
@@ -138,9 +153,12 @@ def budget_run_ids(prefix: str) -> list[str]:
 
 def prime_replay(port: int, token: str, prefix: str, *, tool_call_ids: bool = False) -> None:
     status, body = api(
-        port, "POST", f"/api/v1/runs/{prefix}-replay/calls", token,
+        port,
+        "POST",
+        f"/api/v1/runs/{prefix}-replay/calls",
+        token,
         json.loads(call_body(0, "bench_write", 0, "tc-w-0" if tool_call_ids else None)),
-    )  # fmt: skip
+    )
     if status != 200 or body.get("status") != "succeeded" or body.get("replayed"):
         raise BenchError(f"the first write of the replay run did not succeed: {status} {body}")
 
@@ -156,33 +174,47 @@ def direct_target(port: int, kind: str = "write") -> Target:
         "X-Toolops-Attempt": "1",
     }
     return Target(
-        "direct", [port], lambda t: f"/{kind}", lambda t, s: json.dumps({"n": s}).encode(),
-        headers, (b'"ok"',),
-    )  # fmt: skip
+        "direct",
+        [port],
+        lambda t: f"/{kind}",
+        lambda t, s: json.dumps({"n": s}).encode(),
+        headers,
+        (b'"ok"',),
+    )
 
 
 def floor_target(ports: list[int]) -> Target:
     return Target(
-        "floor", ports, lambda t: f"/floor/runs/bench-floor-{t}/calls",
-        lambda t, s: call_body(s, "bench_write", s), {"Content-Type": "application/json"},
+        "floor",
+        ports,
+        lambda t: f"/floor/runs/bench-floor-{t}/calls",
+        lambda t, s: call_body(s, "bench_write", s),
+        {"Content-Type": "application/json"},
         (b'"status":"succeeded"',),
-    )  # fmt: skip
+    )
 
 
 def dbos_target(ports: list[int], prefix: str) -> Target:
     """The DBOS peer: the write's body, a new workflow ID (run/step/tool) every call."""
     return Target(
-        "DBOS", ports, lambda t: f"/dbos/runs/{prefix}-d{t}/calls",
-        lambda t, s: call_body(s, "bench_write", s), {"Content-Type": "application/json"},
+        "DBOS",
+        ports,
+        lambda t: f"/dbos/runs/{prefix}-d{t}/calls",
+        lambda t, s: call_body(s, "bench_write", s),
+        {"Content-Type": "application/json"},
         (b'"status":"succeeded"',),
-    )  # fmt: skip
+    )
 
 
 def ping_target(ports: list[int]) -> Target:
     return Target(
-        "floor ping", ports, lambda t: "/floor/ping", lambda t, s: b"{}",
-        {"Content-Type": "application/json"}, (b'"ok"',),
-    )  # fmt: skip
+        "floor ping",
+        ports,
+        lambda t: "/floor/ping",
+        lambda t, s: b"{}",
+        {"Content-Type": "application/json"},
+        (b'"ok"',),
+    )
 
 
 def client_costs(port: int, total: int) -> dict[str, dict[str, float | int | None]]:

@@ -60,12 +60,16 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while more:
         message = await receive()
         more = message.get("more_body", False)
-    await send({
-        "type": "http.response.start",
-        "status": 200,
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(BODY)).encode())],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(BODY)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": BODY})
 
 

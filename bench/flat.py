@@ -142,8 +142,10 @@ class Flat:
             usage = shutil.disk_usage(where)
         except OSError:
             where, usage = "/", shutil.disk_usage("/")
-        self.say(f"disk: {usage.free / 1024**3:.1f} GiB free of {usage.total / 1024**3:.0f} GiB"
-                 " where PostgreSQL keeps its data")  # fmt: skip
+        self.say(
+            f"disk: {usage.free / 1024**3:.1f} GiB free of {usage.total / 1024**3:.0f} GiB"
+            " where PostgreSQL keeps its data"
+        )
         self.results["disk_free_bytes"] = usage.free
         return usage.free
 
@@ -153,9 +155,10 @@ class Flat:
     def exists(self, side: str) -> bool:
         with connect(database_url(self.o.database_url, "postgres")) as conn:
             return bool(
-                conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [NAMES[side]])
-                .fetchone()
-            )  # fmt: skip
+                conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", [NAMES[side]]
+                ).fetchone()
+            )
 
     def kept(self, side: str) -> bool:
         """Whether the loaded database can serve again as it is (says why not)."""
@@ -249,8 +252,11 @@ class Flat:
         (self.tmp / "catalog.toml").write_text(
             CATALOG.format(url=f"http://{HOST}:{downstream}", schema=PARAMS_SCHEMA)
         )
-        self.procs.start("downstream", [PY, str(BENCH / "downstream.py"), "--host", HOST,
-                                        "--port", str(downstream)], self.base_env)  # fmt: skip
+        self.procs.start(
+            "downstream",
+            [PY, str(BENCH / "downstream.py"), "--host", HOST, "--port", str(downstream)],
+            self.base_env,
+        )
         wait_http(self.procs, "downstream", downstream, "/")
         served, targets = {}, {}
         for side, port in zip(NAMES, ports, strict=True):
@@ -301,22 +307,33 @@ class Flat:
         self.results["checkpoints_during"] = self.checkpoints() - checkpoints
         self.results["cpu_busy_after"] = cpu_busy()
         self.results["rows"] = [
-            {"side": side, "case": case, "label": CASES[case],
-             **totals[(side, case)].stats(), **meters[(side, case)].per_call_ms()}
-            for case in CASES for side in NAMES
-        ]  # fmt: skip
+            {
+                "side": side,
+                "case": case,
+                "label": CASES[case],
+                **totals[(side, case)].stats(),
+                **meters[(side, case)].per_call_ms(),
+            }
+            for case in CASES
+            for side in NAMES
+        ]
         self.results["round_ratios"] = ratios
         self.results["goals"] = []
         for case, label in CASES.items():
             small, big = (self.row(side, case) for side in NAMES)
             ratio = big["p50_ms"] / small["p50_ms"]
-            self.results["goals"].append({
-                "goal": f"flat with data ≤ {GOAL}×", "case": case, "value": ratio,
-                "limit": GOAL, "pass": ratio <= GOAL,
-                "round_median": statistics.median(ratios[case]),
-                "text": f"{label}: {self.label('big')} p50 {big['p50_ms']:.2f} / "
-                        f"{self.label('small')} p50 {small['p50_ms']:.2f} = {ratio:.3f}×",
-            })  # fmt: skip
+            self.results["goals"].append(
+                {
+                    "goal": f"flat with data ≤ {GOAL}×",
+                    "case": case,
+                    "value": ratio,
+                    "limit": GOAL,
+                    "pass": ratio <= GOAL,
+                    "round_median": statistics.median(ratios[case]),
+                    "text": f"{label}: {self.label('big')} p50 {big['p50_ms']:.2f} / "
+                    f"{self.label('small')} p50 {small['p50_ms']:.2f} = {ratio:.3f}×",
+                }
+            )
 
     def row(self, side: str, case: str) -> dict[str, Any]:
         return next(r for r in self.results["rows"] if r["side"] == side and r["case"] == case)
@@ -339,9 +356,17 @@ class Flat:
         for side in NAMES:
             env = {**self.env(side), "BENCH_TOKEN": self.tokens[side]}
             out = run_checked(
-                [PY, str(BENCH / "flat_explain.py"), "--calls", str(calls),
-                 "--prefix", f"flat-{self.stamp}-{side}"], env, f"EXPLAIN ({side})",
-            )  # fmt: skip
+                [
+                    PY,
+                    str(BENCH / "flat_explain.py"),
+                    "--calls",
+                    str(calls),
+                    "--prefix",
+                    f"flat-{self.stamp}-{side}",
+                ],
+                env,
+                f"EXPLAIN ({side})",
+            )
             found[side] = json.loads(out.strip().splitlines()[-1])
         self.results["explain"] = found
 

@@ -88,9 +88,12 @@ def sample_call() -> dict[str, str]:
     if call is None:
         raise SystemExit("no loaded call with an idempotency key")
     return {
-        "run": call.run.run_id, "run_pk": str(call.run.pk), "call": call.call_id,
-        "key": call.idempotency_key, "agent": str(call.run.agent_id),
-    }  # fmt: skip
+        "run": call.run.run_id,
+        "run_pk": str(call.run.pk),
+        "call": call.call_id,
+        "key": call.idempotency_key,
+        "agent": str(call.run.agent_id),
+    }
 
 
 def console_client() -> Any:
@@ -150,13 +153,14 @@ def explained(client: Any, path: str, ids: dict[str, str], key: str, analyze: bo
     return {
         "queries": len(queries),  # the EXPLAINs go round Django: not counted
         "indexes": sorted({i for p in plans for i in p["indexes"]}),
-        "seq_scans": seq, "seq_scans_of_loaded": [r for r in seq if r in LOADED],
+        "seq_scans": seq,
+        "seq_scans_of_loaded": [r for r in seq if r in LOADED],
         "sql_ms": sum(float(p["execution_ms"] or 0) for p in plans) if analyze else None,
         # PostgreSQL's JIT compiling a query its estimates call costly (jit_above_cost):
         # tens of ms on a query that runs in one.
         "jit_ms": sum(p.get("JIT", {}).get("Timing", {}).get("Total", 0.0) for _, p in raw),
         "slowest_sql": " ".join(slowest[0].split())[:600] if slowest else "",
-    }  # fmt: skip
+    }
 
 
 def measure(renders: int) -> dict[str, Any]:
@@ -200,14 +204,20 @@ def measure_sides(envs: dict[str, dict[str, str]], renders: int) -> dict[str, An
         small, big = found["small"]["pages"][key], found["big"]["pages"][key]
         failed = big["error"] or small["error"]
         ratio = None if failed else big["p50_ms"] / small["p50_ms"]
-        goals.append({
-            "goal": f"console flat ≤ {GOAL}×", "case": key, "label": label, "value": ratio,
-            "limit": GOAL,
-            "pass": ratio is not None and ratio <= GOAL
-            and not (key in SEARCHES and big["seq_scans_of_loaded"]),
-            "error": failed,
-            "seq_scans_of_loaded": big["seq_scans_of_loaded"],
-        })  # fmt: skip
+        goals.append(
+            {
+                "goal": f"console flat ≤ {GOAL}×",
+                "case": key,
+                "label": label,
+                "value": ratio,
+                "limit": GOAL,
+                "pass": ratio is not None
+                and ratio <= GOAL
+                and not (key in SEARCHES and big["seq_scans_of_loaded"]),
+                "error": failed,
+                "seq_scans_of_loaded": big["seq_scans_of_loaded"],
+            }
+        )
     found["goals"] = goals
     return found
 

@@ -48,15 +48,17 @@ def kind_of(sql: str) -> str | None:
 
 def nodes(plan: dict[str, Any], depth: int = 0) -> list[dict[str, Any]]:
     """The plan's nodes, depth first, each with what it reads and through which index."""
-    found = [{
-        "depth": depth,
-        "node": plan.get("Node Type"),
-        "relation": plan.get("Relation Name"),
-        "index": plan.get("Index Name"),
-        "arbiters": plan.get("Conflict Arbiter Indexes"),
-        "cte": plan.get("CTE Name") or plan.get("Subplan Name"),
-        "rows": plan.get("Actual Rows"),
-    }]  # fmt: skip
+    found = [
+        {
+            "depth": depth,
+            "node": plan.get("Node Type"),
+            "relation": plan.get("Relation Name"),
+            "index": plan.get("Index Name"),
+            "arbiters": plan.get("Conflict Arbiter Indexes"),
+            "cte": plan.get("CTE Name") or plan.get("Subplan Name"),
+            "rows": plan.get("Actual Rows"),
+        }
+    ]
     for child in plan.get("Plans", []):
         found += nodes(child, depth + 1)
     return found
@@ -116,8 +118,10 @@ def explain(token: str, calls: int, prefix: str) -> dict[str, Any]:
     from django.test import Client
 
     client = Client(SERVER_NAME="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
-    runs = {"write": {"run_id": f"{prefix}-x"}, "write_budget": {"run_id": f"{prefix}-xb",
-                                                                 "budget": BUDGET}}  # fmt: skip
+    runs = {
+        "write": {"run_id": f"{prefix}-x"},
+        "write_budget": {"run_id": f"{prefix}-xb", "budget": BUDGET},
+    }
     for run in runs.values():
         response = client.post(
             "/api/v1/runs", data=json.dumps(run), content_type="application/json"
@@ -133,9 +137,10 @@ def explain(token: str, calls: int, prefix: str) -> dict[str, Any]:
         explainer.case = case
         with connection.execute_wrapper(explainer):
             response = client.post(
-                f"/api/v1/runs/{runs[case]['run_id']}/calls", data=json.dumps(body),
+                f"/api/v1/runs/{runs[case]['run_id']}/calls",
+                data=json.dumps(body),
                 content_type="application/json",
-            )  # fmt: skip
+            )
         answer = json.loads(response.content)
         if response.status_code != 200 or answer.get("status") != "succeeded":
             raise SystemExit(f"the write answered {response.status_code} {answer}")
@@ -168,7 +173,7 @@ def aggregate(items: list[dict[str, Any]]) -> dict[str, Any]:
                 "wal_fpi",
                 "wal_bytes",
             )
-        },  # fmt: skip
+        },
         "indexes": sorted({x for i in items for x in i["indexes"]}),
         "seq_scans": sorted({x for i in items for x in i["seq_scans"]}),
         "seq_scans_of_loaded": sorted({x for i in items for x in i["seq_scans"] if x in LOADED}),

@@ -245,9 +245,14 @@ def load(conn: Any, rows: int, say: Say) -> dict[str, Any]:
     )
     t0 = conn.execute("SELECT now()").fetchone()[0]
     params: dict[str, Any] = {
-        "agents": agents, "tools": list(TOOLS), "rows": rows, "runs": runs, "t0": t0,
-        "run_base": run_base, "call_base": call_base,
-    }  # fmt: skip
+        "agents": agents,
+        "tools": list(TOOLS),
+        "rows": rows,
+        "runs": runs,
+        "t0": t0,
+        "run_base": run_base,
+        "call_base": call_base,
+    }
     next_report = 0.1
     for lo in range(1, runs + 1, BATCH_RUNS):
         hi = min(runs, lo + BATCH_RUNS - 1)
@@ -318,11 +323,17 @@ def agent_token(conn: Any) -> str:
 
 
 def mark_loaded(conn: Any, name: str, rows: int, seconds: float) -> None:
-    text = json.dumps({
-        "bench": "flat", "layout": LAYOUT, "rows": rows, "load_s": round(seconds, 1),
-        "migrations": applied_migrations(conn),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "loaded_at": time.time(),
-    })  # fmt: skip
+    text = json.dumps(
+        {
+            "bench": "flat",
+            "layout": LAYOUT,
+            "rows": rows,
+            "load_s": round(seconds, 1),
+            "migrations": applied_migrations(conn),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "loaded_at": time.time(),
+        }
+    )
     literal = conn.execute("SELECT quote_literal(%s)", [text]).fetchone()[0]
     conn.execute(f'COMMENT ON DATABASE "{name}" IS {literal}')
 

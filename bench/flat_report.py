@@ -42,12 +42,15 @@ def print_table(results: dict[str, Any], label: Label, say: Say) -> None:
         else "  indexes not read into the OS page cache first (--cold, or no pg_prewarm)"
     )
     say()
-    say(f"{'case':20} {'rows':>4} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8}"
-        f" {'srv CPU':>8} {'db CPU':>7}")  # fmt: skip
+    say(
+        f"{'case':20} {'rows':>4} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>8}"
+        f" {'srv CPU':>8} {'db CPU':>7}"
+    )
     say("-" * 75)
     for r in results["rows"]:
-        srv, db = (f"{r[k]:.3f}" if r[k] is not None else "-" for k in ("server_cpu_ms",
-                                                                         "db_cpu_ms"))  # fmt: skip
+        srv, db = (
+            f"{r[k]:.3f}" if r[k] is not None else "-" for k in ("server_cpu_ms", "db_cpu_ms")
+        )
         say(
             f"{r['label']:20} {label(r['side']):>4} {r['n']:>6} {r['p50_ms']:>8.3f}"
             f" {r['p99_ms']:>8.3f} {r['calls_per_s']:>8.0f} {srv:>8} {db:>7}"
@@ -59,17 +62,17 @@ def print_table(results: dict[str, Any], label: Label, say: Say) -> None:
         say(
             f"  CPUs busy while the bench is idle: {before:.0%} before, {after:.0%} after the"
             " measuring"
-            + (
-                "  (others' work: figures inflated)" if max(before, after) > 0.25 else ""
-            )  # fmt: skip
+            + ("  (others' work: figures inflated)" if max(before, after) > 0.25 else "")
         )
     say(f"  checkpoints during the measuring: {results.get('checkpoints_during', 0)}")
     say()
     say("Goal (checked here, not by the tests): big p50 ≤ 1.1 × small p50")
     for g in results["goals"]:
         verdict = "met " if g["pass"] else "MISS"
-        say(f"  {verdict}  {g['text']} (goal ≤ {g['limit']}×); median of the rounds' ratios"
-            f" {g['round_median']:.3f}×")  # fmt: skip
+        say(
+            f"  {verdict}  {g['text']} (goal ≤ {g['limit']}×); median of the rounds' ratios"
+            f" {g['round_median']:.3f}×"
+        )
     say(f"  {sum(g['pass'] for g in results['goals'])} of {len(results['goals'])} goals met")
 
 
@@ -80,10 +83,14 @@ def print_explain(results: dict[str, Any], label: Label, say: Say) -> None:
     big, small = found["big"], found["small"]
     n = next(iter(big.values()))["n"]
     say()
-    say(f"EXPLAIN (ANALYZE, BUFFERS, WAL) of each statement's first run, in {n * 2} writes"
-        f" (half with a budget): {label('big')} ({label('small')})")  # fmt: skip
-    say(f"{'statement':20} {'exec ms p50':>16} {'blocks read':>14} {'dirtied':>12}"
-        f" {'WAL FPI':>12} {'WAL kB':>14}")  # fmt: skip
+    say(
+        f"EXPLAIN (ANALYZE, BUFFERS, WAL) of each statement's first run, in {n * 2} writes"
+        f" (half with a budget): {label('big')} ({label('small')})"
+    )
+    say(
+        f"{'statement':20} {'exec ms p50':>16} {'blocks read':>14} {'dirtied':>12}"
+        f" {'WAL FPI':>12} {'WAL kB':>14}"
+    )
     for key, name in STATEMENTS.items():
         b, s = big.get(key), small.get(key)
         if b is None or s is None:
@@ -147,8 +154,10 @@ def statement_times(urls: dict[str, str], *, reset: bool) -> dict[str, Any]:
             with psycopg.connect(url, autocommit=True) as conn:
                 libraries = conn.execute("SHOW shared_preload_libraries").fetchone()[0]
                 if "pg_stat_statements" not in libraries:
-                    return {"available": False,
-                            "why": "not in the server's shared_preload_libraries"}  # fmt: skip
+                    return {
+                        "available": False,
+                        "why": "not in the server's shared_preload_libraries",
+                    }
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                 dbid = "(SELECT oid FROM pg_database WHERE datname = current_database())"
                 if reset:
@@ -159,10 +168,18 @@ def statement_times(urls: dict[str, str], *, reset: bool) -> dict[str, Any]:
                     f"wal_fpi FROM pg_stat_statements WHERE dbid = {dbid} ORDER BY calls DESC"
                 ).fetchall()
                 found[side] = [
-                    {"kind": kind_of(q), "calls": c, "mean_ms": m, "stddev_ms": d,
-                     "blocks_read": r, "wal_fpi": w, "query": q[:300]}
-                    for q, c, m, d, r, w in rows if kind_of(q) is not None
-                ]  # fmt: skip
+                    {
+                        "kind": kind_of(q),
+                        "calls": c,
+                        "mean_ms": m,
+                        "stddev_ms": d,
+                        "blocks_read": r,
+                        "wal_fpi": w,
+                        "query": q[:300],
+                    }
+                    for q, c, m, d, r, w in rows
+                    if kind_of(q) is not None
+                ]
     except psycopg.Error as exc:
         return {"available": False, "why": str(exc).strip().splitlines()[0]}
     return {"available": True, **found}
@@ -177,8 +194,10 @@ def print_statement_times(times: dict[str, Any] | None, label: Label, say: Say) 
     say("pg_stat_statements, during the measuring (mean ms per execution):")
     for side in ("small", "big"):
         for s in times.get(side, []):
-            say(f"  {label(side):>4}  {s['kind']:7} {s['calls']:>6} calls  {s['mean_ms']:.3f} ms"
-                f"  blocks read {s['blocks_read']}, WAL FPI {s['wal_fpi']}")  # fmt: skip
+            say(
+                f"  {label(side):>4}  {s['kind']:7} {s['calls']:>6} calls  {s['mean_ms']:.3f} ms"
+                f"  blocks read {s['blocks_read']}, WAL FPI {s['wal_fpi']}"
+            )
 
 
 def print_console(results: dict[str, Any], label: Label, say: Say) -> None:
@@ -190,33 +209,48 @@ def print_console(results: dict[str, Any], label: Label, say: Say) -> None:
     say()
     say(f"The console on {label('big')} and {label('small')} rows: list pages and search,")
     say("rendered in-process (test client, superuser: middleware, view, queries, template)")
-    say(f"{'page':28} {'p50 ' + label('big'):>9} {'p50 ' + label('small'):>9} {'ratio':>6}"
-        f" {'queries':>7} {'SQL ms':>7}  seq scans of loaded tables")  # fmt: skip
+    say(
+        f"{'page':28} {'p50 ' + label('big'):>9} {'p50 ' + label('small'):>9} {'ratio':>6}"
+        f" {'queries':>7} {'SQL ms':>7}  seq scans of loaded tables"
+    )
     for g in found["goals"]:
         b, s = big[g["case"]], small[g["case"]]
         scans = ", ".join(b["seq_scans_of_loaded"]) or "none"
         p50 = [f"{x['p50_ms']:.1f}" if x["p50_ms"] is not None else "failed" for x in (b, s)]
         ratio = f"{g['value']:.2f}×" if g["value"] is not None else "-"
         sql = f"{b['sql_ms']:.1f}" if b["sql_ms"] is not None else "-"
-        say(f"{g['label']:28} {p50[0]:>9} {p50[1]:>9} {ratio:>6} {b['queries']:>7} {sql:>7}"
-            f"  {scans}")  # fmt: skip
+        say(
+            f"{g['label']:28} {p50[0]:>9} {p50[1]:>9} {ratio:>6} {b['queries']:>7} {sql:>7}"
+            f"  {scans}"
+        )
     ids = found["big"]["ids"]
-    say(f"  searched on {label('big')}: run_id {ids['run']}, call_id {ids['call']}, key"
-        f" {ids['key'][:16]}…; each search landed on that run's page")  # fmt: skip
+    say(
+        f"  searched on {label('big')}: run_id {ids['run']}, call_id {ids['call']}, key"
+        f" {ids['key'][:16]}…; each search landed on that run's page"
+    )
     say("  SQL ms: the page's SELECTs under EXPLAIN ANALYZE, summed (one render)")
     jit = {g["label"]: big[g["case"]].get("jit_ms") or 0.0 for g in found["goals"]}
     if any(jit.values()):
-        say(f"  of which PostgreSQL's JIT compiling on {label('big')} (jit_above_cost): "
-            + ", ".join(f"{k} {v:.0f} ms" for k, v in jit.items() if v))  # fmt: skip
+        say(
+            f"  of which PostgreSQL's JIT compiling on {label('big')} (jit_above_cost): "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in jit.items() if v)
+        )
     key = big.get("search_key")
     if key is not None:
         used = ", ".join(i for i in key["indexes"] if i.startswith(("call_", "toolops_too")))
-        say(f"  search by idempotency key on {label('big')}: call-table indexes {used or 'none'};"
-            + (" no scan of the call table" if "toolops_toolcall" not in key["seq_scans"]
-               else " SCANS THE CALL TABLE"))  # fmt: skip
+        say(
+            f"  search by idempotency key on {label('big')}: call-table indexes {used or 'none'};"
+            + (
+                " no scan of the call table"
+                if "toolops_toolcall" not in key["seq_scans"]
+                else " SCANS THE CALL TABLE"
+            )
+        )
     say()
-    say(f"Goal (checked here, not by the tests): big p50 ≤ {goal} × small p50 per page, and"
-        " no sequential scan of a loaded table by a search")  # fmt: skip
+    say(
+        f"Goal (checked here, not by the tests): big p50 ≤ {goal} × small p50 per page, and"
+        " no sequential scan of a loaded table by a search"
+    )
     for g in found["goals"]:
         if not g["pass"]:
             why = (f"failed: {g['error']}" if g["error"] else f"{g['value']:.2f}×") + (

@@ -31,8 +31,15 @@ def _goal(
     goal: str, case: str, conc: int, value: float, limit: float, text: str, *, higher: bool
 ) -> dict[str, Any]:
     passed = value >= limit if higher else value <= limit
-    return {"goal": goal, "case": case, "conc": conc, "value": value, "limit": limit,
-            "pass": passed, "text": text}  # fmt: skip
+    return {
+        "goal": goal,
+        "case": case,
+        "conc": conc,
+        "value": value,
+        "limit": limit,
+        "pass": passed,
+        "text": text,
+    }
 
 
 def check(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -44,44 +51,86 @@ def check(results: dict[str, Any]) -> list[dict[str, Any]]:
             call = row(results, case, c)
             over = call["p50_ms"] - d50
             stricter = over / (f50 - d50)
-            found.append(_goal(
-                "overhead ≤ 1.5× floor", case, c, over / f50, 1.5,
-                f"{label}: ({call['p50_ms']:.2f} − direct {d50:.2f}) / floor {f50:.2f}"
-                f" = {over / f50:.2f}×  [/ (floor − direct): {stricter:.2f}×]", higher=False,
-            ))  # fmt: skip
+            found.append(
+                _goal(
+                    "overhead ≤ 1.5× floor",
+                    case,
+                    c,
+                    over / f50,
+                    1.5,
+                    f"{label}: ({call['p50_ms']:.2f} − direct {d50:.2f}) / floor {f50:.2f}"
+                    f" = {over / f50:.2f}×  [/ (floor − direct): {stricter:.2f}×]",
+                    higher=False,
+                )
+            )
             for limit, goal in ((1.0, "overhead ≤ 1.0× DBOS"), (0.7, "… stretch ≤ 0.7× DBOS")):
-                found.append(_goal(
-                    goal, case, c, over / dbos_over, limit,
-                    f"{label}: {over:.2f} / (DBOS {dbos['p50_ms']:.2f} − direct {d50:.2f})"
-                    f" = {over / dbos_over:.2f}×", higher=False,
-                ))  # fmt: skip
+                found.append(
+                    _goal(
+                        goal,
+                        case,
+                        c,
+                        over / dbos_over,
+                        limit,
+                        f"{label}: {over:.2f} / (DBOS {dbos['p50_ms']:.2f} − direct {d50:.2f})"
+                        f" = {over / dbos_over:.2f}×",
+                        higher=False,
+                    )
+                )
             if c == max(CONCURRENCY):
                 rate = call["calls_per_s"]
                 for limit, peer, other in ((0.8, "floor", floor), (1.0, "DBOS", dbos)):
                     ratio = rate / other["calls_per_s"]
-                    found.append(_goal(
-                        f"rate ≥ {limit:.1f}× {peer}", case, c, ratio, limit,
-                        f"{label}: {rate:.0f}/s vs {peer} {other['calls_per_s']:.0f}/s"
-                        f" = {ratio:.2f}×", higher=True,
-                    ))  # fmt: skip
+                    found.append(
+                        _goal(
+                            f"rate ≥ {limit:.1f}× {peer}",
+                            case,
+                            c,
+                            ratio,
+                            limit,
+                            f"{label}: {rate:.0f}/s vs {peer} {other['calls_per_s']:.0f}/s"
+                            f" = {ratio:.2f}×",
+                            higher=True,
+                        )
+                    )
         replay, read = row(results, "replay", c), row(results, "read", c)
-        found.append(_goal(
-            "replay ≤ 1.0× floor", "replay", c, replay["p50_ms"] / f50, 1.0,
-            f"replay: p50 {replay['p50_ms']:.2f} / floor {f50:.2f}"
-            f" = {replay['p50_ms'] / f50:.2f}×", higher=False,
-        ))  # fmt: skip
+        found.append(
+            _goal(
+                "replay ≤ 1.0× floor",
+                "replay",
+                c,
+                replay["p50_ms"] / f50,
+                1.0,
+                f"replay: p50 {replay['p50_ms']:.2f} / floor {f50:.2f}"
+                f" = {replay['p50_ms'] / f50:.2f}×",
+                higher=False,
+            )
+        )
         over = read["p50_ms"] - d50
-        found.append(_goal(
-            "read ≤ 1.3× floor", "read", c, over / f50, 1.3,
-            f"read: ({read['p50_ms']:.2f} − direct {d50:.2f}) / floor {f50:.2f}"
-            f" = {over / f50:.2f}×", higher=False,
-        ))  # fmt: skip
+        found.append(
+            _goal(
+                "read ≤ 1.3× floor",
+                "read",
+                c,
+                over / f50,
+                1.3,
+                f"read: ({read['p50_ms']:.2f} − direct {d50:.2f}) / floor {f50:.2f}"
+                f" = {over / f50:.2f}×",
+                higher=False,
+            )
+        )
         for case in ("write_budget", "write", "read", "replay"):
             call = row(results, case, c)
             ratio = call["p99_ms"] / call["p50_ms"]
-            found.append(_goal(
-                "p99 ≤ 4× p50", case, c, ratio, 4.0,
-                f"{WRITES.get(case, case)}: p99 {call['p99_ms']:.2f} / p50"
-                f" {call['p50_ms']:.2f} = {ratio:.1f}×", higher=False,
-            ))  # fmt: skip
+            found.append(
+                _goal(
+                    "p99 ≤ 4× p50",
+                    case,
+                    c,
+                    ratio,
+                    4.0,
+                    f"{WRITES.get(case, case)}: p99 {call['p99_ms']:.2f} / p50"
+                    f" {call['p50_ms']:.2f} = {ratio:.1f}×",
+                    higher=False,
+                )
+            )
     return found

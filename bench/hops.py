@@ -119,8 +119,14 @@ class Recorder:
             back = back.f_back
         if below and below[0] == callee:
             return  # within one module
-        self.records.append({"callee": callee, "function": frame.f_code.co_qualname,
-                             "below": below, "data": is_data_access(callee, frame)})  # fmt: skip
+        self.records.append(
+            {
+                "callee": callee,
+                "function": frame.f_code.co_qualname,
+                "below": below,
+                "data": is_data_access(callee, frame),
+            }
+        )
 
 
 def analyse(records: list[dict[str, Any]], unit: Any) -> dict[str, Any]:
@@ -132,10 +138,16 @@ def analyse(records: list[dict[str, Any]], unit: Any) -> dict[str, Any]:
         caller = below[0] if below else None
         if caller == callee:
             continue
-        hops.append({
-            "caller": caller, "callee": callee, "function": rec["function"],
-            "depth": len(below), "reentry": callee in below, "data": rec["data"],
-        })  # fmt: skip
+        hops.append(
+            {
+                "caller": caller,
+                "callee": callee,
+                "function": rec["function"],
+                "depth": len(below),
+                "reentry": callee in below,
+                "data": rec["data"],
+            }
+        )
     real = [h for h in hops if h["caller"] is not None]
     modules = {r["callee"] for r in records} | {r["below"][0] for r in records if r["below"]}
     plain = [h for h in hops if not h["data"]]
@@ -143,14 +155,19 @@ def analyse(records: list[dict[str, Any]], unit: Any) -> dict[str, Any]:
     return {
         "hops": hops,
         "sequence": _collapse([h["callee"] for h in hops]),
-        "totals": {"hops": len(real), "entries": len(hops) - len(real),
-                   "distinct_modules": len(modules),
-                   "distinct_packages": len({package_of(m) for m in modules}),
-                   "reentries": sum(h["reentry"] for h in real)},
-        "without_data_access": {"hops": len(stages),
-                                "reentries": sum(h["reentry"] for h in stages),
-                                "sequence": _collapse([h["callee"] for h in plain])},
-    }  # fmt: skip
+        "totals": {
+            "hops": len(real),
+            "entries": len(hops) - len(real),
+            "distinct_modules": len(modules),
+            "distinct_packages": len({package_of(m) for m in modules}),
+            "reentries": sum(h["reentry"] for h in real),
+        },
+        "without_data_access": {
+            "hops": len(stages),
+            "reentries": sum(h["reentry"] for h in stages),
+            "sequence": _collapse([h["callee"] for h in plain]),
+        },
+    }
 
 
 def _collapse(items: list[str]) -> list[str]:
@@ -174,8 +191,9 @@ def set_up(tmp: Path, fresh: bool) -> Any:
     call_command("migrate", "--noinput", verbosity=0)
     __import__("toolops.asgi")  # as served: the builtin tools, the catalog loaded
     out = io.StringIO()
-    call_command("create_agent", f"bench-hops-{secrets.token_hex(4)}", "--rate-limit", "0",
-                 stdout=out)  # fmt: skip
+    call_command(
+        "create_agent", f"bench-hops-{secrets.token_hex(4)}", "--rate-limit", "0", stdout=out
+    )
     token = out.getvalue().strip().splitlines()[-1].strip()
     return Client(SERVER_NAME="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
 
@@ -241,10 +259,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Count the module hops of one write.")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--fresh", action="store_true", help="drop and create DATABASE_URL")
-    parser.add_argument("--skip", action="append", default=[], metavar="MODULE",
-                        help="a module (and its submodules) to treat as transparent")  # fmt: skip
-    parser.add_argument("--depth-package", action="store_true",
-                        help="also aggregate modules to packages")  # fmt: skip
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module (and its submodules) to treat as transparent",
+    )
+    parser.add_argument(
+        "--depth-package", action="store_true", help="also aggregate modules to packages"
+    )
     options = parser.parse_args()
     skip = [s for value in options.skip for s in value.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="bench-hops-") as tmp:
@@ -253,8 +277,12 @@ def main() -> None:
         with override_settings(**middleware):
             call, recorder = measure(client, skip)
     served = "the API's own chain" if middleware else "settings.MIDDLEWARE (the console's)"
-    result = {"call": call, "middleware": served, "skip": skip,
-              "modules": analyse(recorder.records, str)}  # fmt: skip
+    result = {
+        "call": call,
+        "middleware": served,
+        "skip": skip,
+        "modules": analyse(recorder.records, str),
+    }
     if options.depth_package:
         result["packages"] = analyse(recorder.records, package_of)
     if options.json:

@@ -28,32 +28,44 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument(
-        "--serve", default="procs", choices=["single", "workers", "procs"],
+        "--serve",
+        default="procs",
+        choices=["single", "workers", "procs"],
         help="how uvicorn serves ToolOps, the floor and DBOS (default: procs, one port each)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--procs", type=int, default=os.cpu_count() or 2,
+        "--procs",
+        type=int,
+        default=os.cpu_count() or 2,
         help="N for --workers N or N processes (default: the number of CPUs)",
-    )  # fmt: skip
+    )
     parser.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
     parser.add_argument(
-        "--downstream", default="auto", choices=["auto", "stdlib", "asgi"],
+        "--downstream",
+        default="auto",
+        choices=["auto", "stdlib", "asgi"],
         help="the no-op downstream (default: the faster one, measured)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--dbos-mode", default="sync", choices=["sync", "async", "auto"],
+        "--dbos-mode",
+        default="sync",
+        choices=["sync", "async", "auto"],
         help="DBOS workflows: sync ones in a worker thread (default) or async ones on the "
         "event loop; auto: measure both and keep the one using less CPU per call",
-    )  # fmt: skip
+    )
     parser.add_argument("--no-probe", action="store_true", help="skip the serving comparison")
     parser.add_argument(
-        "--wait-quiet", type=float, default=0, metavar="SECONDS",
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="SECONDS",
         help="on a shared machine: first wait up to SECONDS for the CPUs to be idle",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--tool-call-id", action="store_true",
+        "--tool-call-id",
+        action="store_true",
         help="send a tool_call_id with every call (the replay is then found by it)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--study",
         action="store_true",

@@ -85,8 +85,17 @@ def probe_serving(bench: Bench) -> None:
         finally:
             fleet.stop()
         stall = c1["p50_ms"] > 30
-        rows.append({"serving": serving.label, "mode": serving.mode, "n": serving.n,
-                     "loop": serving.loop, "c1": c1, "c8": c8, "stall": stall})  # fmt: skip
+        rows.append(
+            {
+                "serving": serving.label,
+                "mode": serving.mode,
+                "n": serving.n,
+                "loop": serving.loop,
+                "c1": c1,
+                "c8": c8,
+                "stall": stall,
+            }
+        )
         bench.say(
             f"  {serving.label:34} c1 p50 {c1['p50_ms']:6.2f} ms | c8 p50 {c8['p50_ms']:6.2f}"
             f" p99 {c8['p99_ms']:6.1f} ms {c8['calls_per_s']:4.0f}/s"
@@ -96,10 +105,11 @@ def probe_serving(bench: Bench) -> None:
     bench.results["serving_probe"] = rows
     stalled = [r["serving"] for r in rows if r["stall"]]
     bench.say(
-        "  → stall (TCP_NODELAY off): " + (", ".join(stalled) if stalled else "none")
+        "  → stall (TCP_NODELAY off): "
+        + (", ".join(stalled) if stalled else "none")
         + ". asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP; "
         "uvicorn --workers binds with proto 0. uvloop sets it on every TCP socket."
-    )  # fmt: skip
+    )
 
 
 def probe_dbos(bench: Bench, serving: Serving) -> str:

@@ -42,9 +42,14 @@ class Processes:
         log = self.logdir / f"{name}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                list(argv), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                list(argv),
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.running[name] = (proc, log)
 
     def pid(self, name: str) -> int:
@@ -161,10 +166,24 @@ def uvicorn_argv(
     app: str, port: int, *, loop: str, workers: int = 1, interface: str = "auto"
 ) -> list[str]:
     argv = [
-        PY, "-m", "uvicorn", app, "--host", HOST, "--port", str(port),
-        "--no-access-log", "--log-level", "warning", "--lifespan", "off",
-        "--loop", loop, "--http", "httptools",
-    ]  # fmt: skip
+        PY,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--no-access-log",
+        "--log-level",
+        "warning",
+        "--lifespan",
+        "off",
+        "--loop",
+        loop,
+        "--http",
+        "httptools",
+    ]
     if workers > 1:
         argv += ["--workers", str(workers)]
     if interface != "auto":

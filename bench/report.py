@@ -53,8 +53,10 @@ def print_report(results: dict[str, Any], options: argparse.Namespace, say: Say)
     say()
     sent = "{step_index, tool, args" + (", tool_call_id}" if options.tool_call_id else "}")
     mode = results["dbos_mode"]
-    say(f"ToolOps, floor and DBOS served as {results['serving']['label']}; "
-        f"downstream: {results['downstream_probe']['used']}")  # fmt: skip
+    say(
+        f"ToolOps, floor and DBOS served as {results['serving']['label']}; "
+        f"downstream: {results['downstream_probe']['used']}"
+    )
     how = "measured cheaper" if options.dbos_mode == "auto" else f"--dbos-mode {mode}"
     say(f"DBOS: {DBOS_MODES[mode]} ({how})")
     say(f"calls send {sent}; budgeted writes also tokens: {TOKENS}")

@@ -128,10 +128,20 @@ class Bench:
         fresh_database(self.o.database_url)
         run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], self.env, "migrate")
         run_checked(
-            [PY, "-m", "django", "migrate", "floor", "--noinput", "-v0",
-             "--settings", "bench.floor.settings"],
-            self.env, "migrate (floor)",
-        )  # fmt: skip
+            [
+                PY,
+                "-m",
+                "django",
+                "migrate",
+                "floor",
+                "--noinput",
+                "-v0",
+                "--settings",
+                "bench.floor.settings",
+            ],
+            self.env,
+            "migrate (floor)",
+        )
         out = run_checked(
             [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"],
             self.env,
@@ -233,9 +243,11 @@ class Bench:
         toolops_db = database_name(self.o.database_url)
         dbos_db = database_name(self.o.dbos_database_url)
         servers = {
-            "direct": [self.procs.pid("downstream")], "floor": floor.pids(), "ping": floor.pids(),
+            "direct": [self.procs.pid("downstream")],
+            "floor": floor.pids(),
+            "ping": floor.pids(),
             "dbos": dbos.pids(),
-        }  # fmt: skip
+        }
         meters = {
             key: CpuMeter(
                 servers.get(key[0], toolops.pids()), dbos_db if key[0] == "dbos" else toolops_db
@@ -254,8 +266,12 @@ class Bench:
         floor.stop()
         dbos.stop()
         self.results["dbos_mode"] = self.dbos_mode
-        self.results["serving"] = {"mode": serving.mode, "n": serving.n, "loop": serving.loop,
-                                   "label": serving.label}  # fmt: skip
+        self.results["serving"] = {
+            "mode": serving.mode,
+            "n": serving.n,
+            "loop": serving.loop,
+            "label": serving.label,
+        }
         self.results["rows"] = [
             {
                 "case": name,
@@ -263,7 +279,7 @@ class Bench:
                 "conc": c,
                 **totals[(name, c)].stats(),
                 **meters[(name, c)].per_call_ms(),
-            }  # fmt: skip
+            }
             for c in CONCURRENCY
             for name in cases
         ]
@@ -279,8 +295,13 @@ class Bench:
             raise BenchError(f"cannot read the budgeted run: {status} {run}")
         # A run past 1,000 calls lists the first 1,000 and says how many it has.
         calls, usage = run.get("calls_total", len(run["calls"])), run["usage"]
-        found = {"run_id": run["run_id"], "status": run["status"], "calls": calls,
-                 "budget": run["budget"], "usage": usage}  # fmt: skip
+        found = {
+            "run_id": run["run_id"],
+            "status": run["status"],
+            "calls": calls,
+            "budget": run["budget"],
+            "usage": usage,
+        }
         if run["status"] != "running" or usage["tokens"] != TOKENS * calls:
             raise BenchError(f"the budgeted run did not count its calls as expected: {found}")
         return found
@@ -299,10 +320,14 @@ class Bench:
                 run_checked([PY, str(BENCH / "sqlcount.py"), "dbos"], env, "sqlcount dbos")
             )
             expected = {
-                "write": False, "write_budget": False, "read": False, "replay": True,
-                "write_with_tool_call_id": False, "replay_by_tool_call_id": True,
+                "write": False,
+                "write_budget": False,
+                "read": False,
+                "replay": True,
+                "write_with_tool_call_id": False,
+                "replay_by_tool_call_id": True,
                 "write_with_undo": False,
-            }  # fmt: skip
+            }
             for name, expect_replayed in expected.items():
                 got = toolops[name]
                 if got["status"] != 200 or got["replayed"] is not expect_replayed:
@@ -320,19 +345,23 @@ class Bench:
         print_report(self.results, self.o, self.say)
 
     def save(self) -> None:
-        write_results(self.results, {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "git": git_rev(),
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "seconds_per_case": self.seconds,
-            "tool_call_id": self.o.tool_call_id,
-            "procs": self.o.procs,
-            "rounds": self.o.rounds,
-            "dbos_mode": self.dbos_mode,
-            "dbos_version": dbos_version(),
-        }, self.say)  # fmt: skip
+        write_results(
+            self.results,
+            {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "git": git_rev(),
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "seconds_per_case": self.seconds,
+                "tool_call_id": self.o.tool_call_id,
+                "procs": self.o.procs,
+                "rounds": self.o.rounds,
+                "dbos_mode": self.dbos_mode,
+                "dbos_version": dbos_version(),
+            },
+            self.say,
+        )
 
 
 def dbos_version() -> str:

@@ -70,13 +70,17 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--procs", type=int, default=3, help="up to this many web processes")
     parser.add_argument(
-        "--per-process", type=int, default=8,
+        "--per-process",
+        type=int,
+        default=8,
         help="client threads per web process (default 8: 8, 16, 24 for 1, 2, 3 processes)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--rss-calls", type=int, default=10_000,
+        "--rss-calls",
+        type=int,
+        default=10_000,
         help="calls through each process before its VmRSS is read (default 10,000)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--database-url",
         default=os.getenv("BENCH_SCALE_DATABASE_URL", "postgres:///toolops_bench_scale"),
@@ -136,12 +140,16 @@ class Scale:
         fresh_database(self.o.database_url)
         run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], self.env, "migrate")
         out = run_checked(
-            [PY, "manage.py", "create_agent", "bench-scale", "--rate-limit", "0"], self.env,
+            [PY, "manage.py", "create_agent", "bench-scale", "--rate-limit", "0"],
+            self.env,
             "create_agent",
-        )  # fmt: skip
+        )
         token = out.strip().splitlines()[-1].strip()
-        self.procs.start("downstream", [PY, str(BENCH / "downstream.py"), "--host", HOST,
-                                        "--port", str(downstream)], self.env)  # fmt: skip
+        self.procs.start(
+            "downstream",
+            [PY, str(BENCH / "downstream.py"), "--host", HOST, "--port", str(downstream)],
+            self.env,
+        )
         wait_http(self.procs, "downstream", downstream, "/")
         self.step(f"{self.o.procs} ToolOps web processes, one port each …")
         for name, port in zip(self.names, self.ports, strict=True):
@@ -199,11 +207,16 @@ class Scale:
             self.say(f"  round {r + 1}/{rounds} done")
         self.results["cpu_busy_after"] = cpu_busy()
         self.results["rows"] = [
-            {"procs": n, "conc": self.o.per_process * n, **totals[n].stats(),
-             **meters[n].per_call_ms(), "cpu_split": splits[n].shares(),
-             "waits": waits[n].summary()}
+            {
+                "procs": n,
+                "conc": self.o.per_process * n,
+                **totals[n].stats(),
+                **meters[n].per_call_ms(),
+                "cpu_split": splits[n].shares(),
+                "waits": waits[n].summary(),
+            }
             for n in rows
-        ]  # fmt: skip
+        ]
 
     def memory(self, target: Target) -> None:
         """Each process's VmRSS once at least `--rss-calls` calls have gone through it."""
@@ -222,24 +235,33 @@ class Scale:
             drive(target, per, total)
             self.through[i] += total
         self.results["memory"] = [
-            {"process": i, "pid": pid, "calls": self.through[i],
-             "rss_warm_kb": self.results["rss_warm_kb"][i], "rss_kb": vm_rss_kb(pid)}
+            {
+                "process": i,
+                "pid": pid,
+                "calls": self.through[i],
+                "rss_warm_kb": self.results["rss_warm_kb"][i],
+                "rss_kb": vm_rss_kb(pid),
+            }
             for i, pid in enumerate(self.pids(self.o.procs))
-        ]  # fmt: skip
+        ]
         for name in self.names:
             self.procs.check_alive(name)
 
     def save(self) -> None:
         self.results["run"] = {
-            "python": platform.python_version(), "platform": platform.platform(),
-            "git": git_rev(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "seconds_per_row": self.seconds, "rounds": self.o.rounds,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "git": git_rev(),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds_per_row": self.seconds,
+            "rounds": self.o.rounds,
             "pool_max": int(os.getenv("TOOLOPS_DB_POOL_MAX", "20")),
-            "api_threads": int(os.getenv("TOOLOPS_API_THREADS",
-                                         os.getenv("TOOLOPS_DB_POOL_MAX", "20"))),
+            "api_threads": int(
+                os.getenv("TOOLOPS_API_THREADS", os.getenv("TOOLOPS_DB_POOL_MAX", "20"))
+            ),
             "balancing": "client-side round robin: each client thread keeps one connection to "
-                         "one process, threads dealt over the ports in turn",
-        }  # fmt: skip
+            "one process, threads dealt over the ports in turn",
+        }
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(self.results, indent=2, default=str) + "\n")
 

@@ -80,9 +80,11 @@ class CpuSplit:
         self.busy_s += busy
         pg = sum(b["postgres"][p] - a["postgres"][p] for p in b["postgres"].keys() & a["postgres"])
         parts = {
-            "web": b["web"] - a["web"], "postgres": pg, "loadgen": b["loadgen"] - a["loadgen"],
+            "web": b["web"] - a["web"],
+            "postgres": pg,
+            "loadgen": b["loadgen"] - a["loadgen"],
             "downstream": b["downstream"] - a["downstream"],
-        }  # fmt: skip
+        }
         parts["other"] = max(0.0, busy - sum(parts.values()))
         self.seconds.update(parts)
 

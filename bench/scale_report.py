@@ -34,13 +34,17 @@ def print_scale(results: dict[str, Any], say: Say) -> None:
     rows = results["rows"]
     base = rows[0]["calls_per_s"] or 1.0
     say()
-    say(f"Scale: the ToolOps write (a new call per request) served by 1 to {len(rows)} web "
+    say(
+        f"Scale: the ToolOps write (a new call per request) served by 1 to {len(rows)} web "
         f"processes, {results['per_process']} client threads per process; "
-        f"os.cpu_count() = {results['cpus']}")  # fmt: skip
+        f"os.cpu_count() = {results['cpus']}"
+    )
     say("  load spread by client-side round robin (each client thread one keep-alive")
     say("  connection to one process, threads dealt over the ports in turn; no balancer hop)")
-    say(f"{'procs':>5} {'conc':>4} {'n':>6} {'calls/s':>8} {'×1 proc':>7} {'p50 ms':>8}"
-        f" {'p99 ms':>8} {'srv CPU':>8} {'db CPU':>7} {'busy':>5}")  # fmt: skip
+    say(
+        f"{'procs':>5} {'conc':>4} {'n':>6} {'calls/s':>8} {'×1 proc':>7} {'p50 ms':>8}"
+        f" {'p99 ms':>8} {'srv CPU':>8} {'db CPU':>7} {'busy':>5}"
+    )
     say("-" * 74)
     for r in rows:
         say(
@@ -54,8 +58,10 @@ def print_scale(results: dict[str, Any], say: Say) -> None:
     say()
     say("Where the machine's CPU went (share of all CPUs × wall time), and what the")
     say("database's active backends were doing (pg_stat_activity, sampled every 50 ms):")
-    say(f"{'procs':>5} {'web':>5} {'pg':>5} {'loadgen':>7} {'downstr':>7} {'other':>5}"
-        f"  {'active':>9}  running / waiting")  # fmt: skip
+    say(
+        f"{'procs':>5} {'web':>5} {'pg':>5} {'loadgen':>7} {'downstr':>7} {'other':>5}"
+        f"  {'active':>9}  running / waiting"
+    )
     for r in rows:
         s, w = r["cpu_split"], r["waits"]
         active = f"{_ms(w['active_mean'], 1)}/{w['active_max']}"
@@ -74,26 +80,34 @@ def print_scale(results: dict[str, Any], say: Say) -> None:
     say("  ToolOps' next protocol message, Timeout = a backend sleeping (autovacuum's delay)")
     top = {e: v for r in rows[-1:] for e, v in r["waits"]["top_events"].items()}
     if top:
-        say("  top wait events at the most processes: "
-            + ", ".join(f"{e} {v:.0%}" for e, v in top.items()))  # fmt: skip
+        say(
+            "  top wait events at the most processes: "
+            + ", ".join(f"{e} {v:.0%}" for e, v in top.items())
+        )
     run = results.get("run", {})
-    say(f"  pool: up to {run.get('pool_max', 20)} connections and {run.get('api_threads', 20)} API"
+    say(
+        f"  pool: up to {run.get('pool_max', 20)} connections and {run.get('api_threads', 20)} API"
         f" threads per process, above the {results['per_process']} requests each gets at once:"
         f" no request waits for a connection ({results.get('pool_backends_after_warmup')}"
-        " connections open after the warm-up)")  # fmt: skip
+        " connections open after the warm-up)"
+    )
     before, after = results.get("cpu_busy_before"), results.get("cpu_busy_after")
     if before is not None and after is not None:
         busy = max(before, after) > 0.25
-        say(f"  CPUs busy while the bench is idle: {before:.0%} before, {after:.0%} after"
-            + ("  (others' work: figures inflated)" if busy else ""))  # fmt: skip
+        say(
+            f"  CPUs busy while the bench is idle: {before:.0%} before, {after:.0%} after"
+            + ("  (others' work: figures inflated)" if busy else "")
+        )
     say()
     say("Memory: VmRSS of each web process after the warm-up and once it has served the calls")
     say("counted (no worker is involved: the write runs whole in the web process)")
     for m in results.get("memory", []):
         warm, now = m["rss_warm_kb"], m["rss_kb"]
         growth = f" (+{(now - warm) / 1024:.1f} MB)" if warm and now else ""
-        say(f"  process {m['process']}: {m['calls']:>7,} calls  "
-            f"{(warm or 0) / 1024:>6.1f} MB → {(now or 0) / 1024:>6.1f} MB{growth}")  # fmt: skip
+        say(
+            f"  process {m['process']}: {m['calls']:>7,} calls  "
+            f"{(warm or 0) / 1024:>6.1f} MB → {(now or 0) / 1024:>6.1f} MB{growth}"
+        )
     say()
     for line in verdicts(results):
         say(line)
@@ -126,9 +140,7 @@ def verdicts(results: dict[str, Any]) -> list[str]:
             )
     locks = max(r["waits"]["shares"].get("Lock", 0.0) for r in rows)
     io = max(r["waits"]["shares"].get("IO", 0.0) for r in rows)
-    wal = max(
-        sum(v for e, v in r["waits"]["top_events"].items() if "WAL" in e) for r in rows
-    )  # fmt: skip
+    wal = max(sum(v for e, v in r["waits"]["top_events"].items() if "WAL" in e) for r in rows)
     found.append(
         f"Row and transaction locks: at most {locks:.0%} of the active backends' samples waited"
         f" on one (each client thread writes in a run of its own); on I/O at most {io:.0%};"
@@ -143,6 +155,6 @@ def verdicts(results: dict[str, Any]) -> list[str]:
                 if max(srv) <= 1.15 * min(srv)
                 else "it grows with the processes: the sharing costs CPU (context switches,"
                 " caches)."
-            )  # fmt: skip
+            )
         )
     return found

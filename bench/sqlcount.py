@@ -99,8 +99,9 @@ def count_floor() -> dict[str, Any]:
     client = Client(SERVER_NAME="127.0.0.1")
     path = "/floor/runs/bench-sql/calls"
     _capture(client, path, {"step_index": 0, "tool": "bench_write", "args": {"n": 0}})
-    return {"floor": _capture(client, path, {"step_index": 1, "tool": "bench_write",
-                                             "args": {"n": 1}})}  # fmt: skip
+    return {
+        "floor": _capture(client, path, {"step_index": 1, "tool": "bench_write", "args": {"n": 1}})
+    }
 
 
 def count_dbos() -> dict[str, Any]:

@@ -51,40 +51,65 @@ def make_run(*, calls: int, stop_at: int | None, compensations: int = 0) -> Any:
     agent = Agent.objects.filter(name=NAME).first() or agent_create(name=NAME)[0]
     start = timezone.now() - timedelta(seconds=calls / 10 + 60)
     run = Run.objects.create(
-        agent=agent, run_id=f"{NAME}-{uuid.uuid4().hex[:8]}", trace_id=uuid.uuid4().hex,
-        status=Run.Status.RUNNING, created_at=start,
-    )  # fmt: skip
+        agent=agent,
+        run_id=f"{NAME}-{uuid.uuid4().hex[:8]}",
+        trace_id=uuid.uuid4().hex,
+        status=Run.Status.RUNNING,
+        created_at=start,
+    )
     rows = []
     for i in range(calls):
         status = "succeeded"
         if stop_at is not None and i >= stop_at:
             status = "failed" if i == stop_at else "skipped"
         at = start + timedelta(seconds=i / 10)
-        rows.append(ToolCall(
-            run=run, call_id=f"c-{uuid.uuid4().hex}", tool_call_id=f"tc-{i}", step_index=i,
-            tool="reserve_stock", status=status, args={"sku": f"A{i}", "qty": 1},
-            result={"reservation_id": f"res-{i}"} if status == "succeeded" else None,
-            args_digest=uuid.uuid4().hex, idempotency_key=uuid.uuid4().hex * 2,
-            attempts=3 if i % 10 == 0 else 1, created_at=at,
-            finished_at=at + timedelta(milliseconds=80),
-            feedback="reserve_stock succeeded. Use its result.",
-        ))  # fmt: skip
+        rows.append(
+            ToolCall(
+                run=run,
+                call_id=f"c-{uuid.uuid4().hex}",
+                tool_call_id=f"tc-{i}",
+                step_index=i,
+                tool="reserve_stock",
+                status=status,
+                args={"sku": f"A{i}", "qty": 1},
+                result={"reservation_id": f"res-{i}"} if status == "succeeded" else None,
+                args_digest=uuid.uuid4().hex,
+                idempotency_key=uuid.uuid4().hex * 2,
+                attempts=3 if i % 10 == 0 else 1,
+                created_at=at,
+                finished_at=at + timedelta(milliseconds=80),
+                feedback="reserve_stock succeeded. Use its result.",
+            )
+        )
     ToolCall.objects.bulk_create(rows, batch_size=500)
     attempts, records = [], []
     for c in rows:
         for n in range(1, c.attempts + 1):
-            attempts.append(Attempt(
-                call=c, tool=c.tool, number=n, span_id=uuid.uuid4().hex[:16],
-                started_at=c.created_at + timedelta(milliseconds=25 * n), duration_ms=12.0,
-                waited_ms=10.0 if n > 1 else 0.0, http_status=200 if n == c.attempts else 503,
-                outcome="ok" if n == c.attempts else "retry",
-                downstream_request_id=f"req-{uuid.uuid4().hex[:12]}",
-            ))  # fmt: skip
-        records.append(IdempotencyRecord(
-            key=c.idempotency_key, call_ref=c.call_id, tool=c.tool, state="recorded",
-            lease_until=c.created_at, recorded_at=c.finished_at,
-            expires_at=c.created_at + timedelta(days=7),
-        ))  # fmt: skip
+            attempts.append(
+                Attempt(
+                    call=c,
+                    tool=c.tool,
+                    number=n,
+                    span_id=uuid.uuid4().hex[:16],
+                    started_at=c.created_at + timedelta(milliseconds=25 * n),
+                    duration_ms=12.0,
+                    waited_ms=10.0 if n > 1 else 0.0,
+                    http_status=200 if n == c.attempts else 503,
+                    outcome="ok" if n == c.attempts else "retry",
+                    downstream_request_id=f"req-{uuid.uuid4().hex[:12]}",
+                )
+            )
+        records.append(
+            IdempotencyRecord(
+                key=c.idempotency_key,
+                call_ref=c.call_id,
+                tool=c.tool,
+                state="recorded",
+                lease_until=c.created_at,
+                recorded_at=c.finished_at,
+                expires_at=c.created_at + timedelta(days=7),
+            )
+        )
     Attempt.objects.bulk_create(attempts, batch_size=1000)
     IdempotencyRecord.objects.bulk_create(records, batch_size=1000)
     Compensation.objects.bulk_create(

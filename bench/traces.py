@@ -123,18 +123,23 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
     say("traces: fresh database, migrate, agent …")
     token = agent_database(env)
 
-    procs.start("downstream", [PY, str(BENCH / "downstream.py"), "--host", HOST,
-                               "--port", str(downstream)], env)  # fmt: skip
+    procs.start(
+        "downstream",
+        [PY, str(BENCH / "downstream.py"), "--host", HOST, "--port", str(downstream)],
+        env,
+    )
     procs.start("sink", [PY, str(BENCH / "otlp_sink.py"), "--port", str(sink)], env)
     exporting = {
         **env,
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{HOST}:{sink}",
         "OTEL_SERVICE_NAME": "toolops-bench",
     }
-    procs.start("toolops-off", uvicorn_argv("toolops.asgi:application", off_port,
-                                            loop="uvloop"), env)  # fmt: skip
-    procs.start("toolops-on", uvicorn_argv("toolops.asgi:application", on_port,
-                                           loop="uvloop"), exporting)  # fmt: skip
+    procs.start(
+        "toolops-off", uvicorn_argv("toolops.asgi:application", off_port, loop="uvloop"), env
+    )
+    procs.start(
+        "toolops-on", uvicorn_argv("toolops.asgi:application", on_port, loop="uvloop"), exporting
+    )
     wait_http(procs, "downstream", downstream, "/")
     wait_http(procs, "sink", sink, "/count")
     for name, port in (("toolops-off", off_port), ("toolops-on", on_port)):
@@ -144,8 +149,10 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
     off = toolops_targets([off_port], token, "off")["write"]
     on = toolops_targets([on_port], token, "on")["write"]
 
-    say(f"traces: export off vs on, {o.calls} write calls each at concurrency 1, "
-        f"{o.rounds} interleaved rounds …")  # fmt: skip
+    say(
+        f"traces: export off vs on, {o.calls} write calls each at concurrency 1, "
+        f"{o.rounds} interleaved rounds …"
+    )
     for target in (off, on):
         drive(target, 1, 300)  # warm-up: pools, caches, the exporter's first batch
     before = sink_count(sink)
@@ -195,13 +202,17 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
     say("                          p50 ms   p99 ms   calls/s")
     for name in ("off", "on"):
         s = stats[name]
-        say(f"  write, export {name:4}    {s['p50_ms']:7.3f}  {s['p99_ms']:7.3f}  "
-            f"{s['calls_per_s']:8.0f}")  # fmt: skip
+        say(
+            f"  write, export {name:4}    {s['p50_ms']:7.3f}  {s['p99_ms']:7.3f}  "
+            f"{s['calls_per_s']:8.0f}"
+        )
     say()
     ok = "PASS" if cost <= EXPORT_TARGET_MS else "MISS"
-    say(f"  {ok}  export on costs {cost:+.3f} ms p50 over export off (target ≤ "
+    say(
+        f"  {ok}  export on costs {cost:+.3f} ms p50 over export off (target ≤ "
         f"{EXPORT_TARGET_MS} ms); median of the {o.rounds} rounds' differences "
-        f"{cost_rounds:+.3f} ms")  # fmt: skip
+        f"{cost_rounds:+.3f} ms"
+    )
     say(
         f"        server CPU per call: {cpu_ms['off']:.3f} ms off, {cpu_ms['on']:.3f} ms on "
         f"({cpu_ms['on'] - cpu_ms['off']:+.3f} ms, the exporter's thread included)"
@@ -210,21 +221,29 @@ def measure(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any
         f"        span rows per call: {rows['rows_per_call']:.2f} (1 call row + "
         f"{rows['attempt_rows'] / rows['calls']:.2f} attempt rows; no other span table)"
     )
-    say(f"        spans exported per call: {exported / measured:.2f} "
-        f"({exported} for {measured} calls)")  # fmt: skip
+    say(
+        f"        spans exported per call: {exported / measured:.2f} "
+        f"({exported} for {measured} calls)"
+    )
     ok = "PASS" if render < TIMELINE_TARGET_MS else "MISS"
     say(
         f"  {ok}  1,000-call run page renders in {render:.1f} ms (median) on the server "
         f"(target < {TIMELINE_TARGET_MS:g} ms; {detail})"
     )
     return {
-        "write_export_off": stats["off"], "write_export_on": stats["on"],
-        "export_cost_p50_ms": cost, "export_target_ms": EXPORT_TARGET_MS,
-        "export_cost_round_median_ms": cost_rounds, "round_differences_ms": round_diffs,
+        "write_export_off": stats["off"],
+        "write_export_on": stats["on"],
+        "export_cost_p50_ms": cost,
+        "export_target_ms": EXPORT_TARGET_MS,
+        "export_cost_round_median_ms": cost_rounds,
+        "round_differences_ms": round_diffs,
         "server_cpu_ms_per_call": cpu_ms,
-        "span_rows": rows, "spans_exported": exported, "calls_measured": measured,
-        "timeline": timeline, "timeline_target_ms": TIMELINE_TARGET_MS,
-    }  # fmt: skip
+        "span_rows": rows,
+        "spans_exported": exported,
+        "calls_measured": measured,
+        "timeline": timeline,
+        "timeline_target_ms": TIMELINE_TARGET_MS,
+    }
 
 
 if __name__ == "__main__":

@@ -67,9 +67,12 @@ def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser 
             ticket_event(ticket, by, Kind.ASSIGNED, f"to {to.get_username()}")
         assignee = to.get_username() if to is not None else None
         audit_record(
-            actor=by, action=Action.TICKET_ASSIGN, obj=ticket, detail={"to": assignee},
+            actor=by,
+            action=Action.TICKET_ASSIGN,
+            obj=ticket,
+            detail={"to": assignee},
             summary=f"Assigned to {assignee}" if assignee else "Unassigned",
-        )  # fmt: skip
+        )
     return ticket
 
 
@@ -134,10 +137,12 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
         )
         ticket_event(ticket, by, Kind.RETRIED, waits)
         audit_record(
-            actor=by, action=Action.TICKET_RETRY, obj=ticket,
+            actor=by,
+            action=Action.TICKET_RETRY,
+            obj=ticket,
             detail={"tool": compensation.tool, "round": compensation.rounds + 1},
             summary=f"Retried {compensation.tool} (round {compensation.rounds + 1})",
-        )  # fmt: skip
+        )
         executor.compensations_wake(ticket.run_id)
     return ticket
 
@@ -163,9 +168,12 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
         said = _redacted(note, ticket)
         ticket_close(ticket, by, Kind.RESOLVED, said)
         audit_record(
-            actor=by, action=Action.TICKET_RESOLVE, obj=ticket, detail={"note": said},
+            actor=by,
+            action=Action.TICKET_RESOLVE,
+            obj=ticket,
+            detail={"note": said},
             summary=f"Resolved by hand: {said}",
-        )  # fmt: skip
+        )
         Run.objects.filter(pk=ticket.run_id, status=Run.Status.COMPENSATION_FAILED).update(
             status=Run.Status.ABORTING
         )
@@ -182,9 +190,12 @@ def ticket_comment(*, ticket: Ticket, by: AbstractBaseUser, text: str) -> Ticket
         Ticket.objects.filter(pk=ticket.pk).update(updated_at=timezone.now())
         event = ticket_event(ticket, by, Kind.COMMENT, said)
         audit_record(
-            actor=by, action=Action.TICKET_COMMENT, obj=ticket, detail={"text": said},
+            actor=by,
+            action=Action.TICKET_COMMENT,
+            obj=ticket,
+            detail={"text": said},
             summary=said,
-        )  # fmt: skip
+        )
     return event
 
 

@@ -131,9 +131,12 @@ class BulkForm(forms.Form):
     action = forms.ChoiceField(
         choices=[("retry", "Retry"), ("assign", "Assign to me"), ("assign_to", "Assign to")]
     )
-    ids = forms.TypedMultipleChoiceField(coerce=int, error_messages={
-        "required": "Select at least one ticket.",
-    })  # fmt: skip
+    ids = forms.TypedMultipleChoiceField(
+        coerce=int,
+        error_messages={
+            "required": "Select at least one ticket.",
+        },
+    )
     user = forms.CharField(required=False, max_length=150)
 
     def clean(self) -> dict[str, Any]:

@@ -81,10 +81,15 @@ def compensation_run_next(*, run_pk: int) -> bool:
     # Reverse order holds because only the newest open compensation is ever run; an
     # older one waits until it has succeeded or been dead-lettered.
     undo = executor.undo_execute(
-        run=current.run, undoes=current.call, tool=current.tool, args=args,
-        problem=problem, key=current.key, round_number=current.rounds,
+        run=current.run,
+        undoes=current.call,
+        tool=current.tool,
+        args=args,
+        problem=problem,
+        key=current.key,
+        round_number=current.rounds,
         trace_id=current.trace_id,
-    )  # fmt: skip
+    )
     if undo is None:
         return False
     crash_point("mid-compensation")  # fault tests: the undo recorded, its row still running

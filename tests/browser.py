@@ -23,9 +23,13 @@ needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium executable on PATH (Debian: apt-get install chromium)"
 )
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SHOTS = Path(tempfile.gettempdir())
 TIMEOUT_MS = 30_000
 

@@ -120,12 +120,23 @@ class ToolOpsServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "toolops.asgi:application",
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-             # Forwarded headers are toolops.proxies' to judge (TOOLOPS_TRUSTED_PROXIES).
-             "--no-proxy-headers"],
-            cwd=ROOT, env=env,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "toolops.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                # Forwarded headers are toolops.proxies' to judge (TOOLOPS_TRUSTED_PROXIES).
+                "--no-proxy-headers",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
         wait_until(self.answers, 60, every=0.1, failure="the ToolOps server did not start")
 
     def answers(self) -> bool:

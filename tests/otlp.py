@@ -29,20 +29,22 @@ def decode(request: Any) -> list[Span]:
         resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
-                spans.append({
-                    "name": s.name,
-                    "trace_id": s.trace_id.hex(),
-                    "span_id": s.span_id.hex(),
-                    "parent_span_id": s.parent_span_id.hex(),
-                    "kind": s.kind,  # 1 internal, 2 server, 3 client
-                    "attributes": {a.key: _value(a.value) for a in s.attributes},
-                    "status": s.status.code,  # 0 unset, 1 ok, 2 error
-                    "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in s.links],
-                    "start": s.start_time_unix_nano,
-                    "end": s.end_time_unix_nano,
-                    "resource": resource,
-                    "scope": scope_spans.scope.name,
-                })  # fmt: skip
+                spans.append(
+                    {
+                        "name": s.name,
+                        "trace_id": s.trace_id.hex(),
+                        "span_id": s.span_id.hex(),
+                        "parent_span_id": s.parent_span_id.hex(),
+                        "kind": s.kind,  # 1 internal, 2 server, 3 client
+                        "attributes": {a.key: _value(a.value) for a in s.attributes},
+                        "status": s.status.code,  # 0 unset, 1 ok, 2 error
+                        "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in s.links],
+                        "start": s.start_time_unix_nano,
+                        "end": s.end_time_unix_nano,
+                        "resource": resource,
+                        "scope": scope_spans.scope.name,
+                    }
+                )
     return spans
 
 

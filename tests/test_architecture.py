@@ -109,9 +109,12 @@ print("found", before)
 
 def test_a_task_enqueued_by_name_is_found_in_a_process_that_never_imported_it() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS], cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-c", FRESH_PROCESS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     # Nothing had imported the task modules: the registry did, by the names alone.
     assert done.stdout.strip() == "found []"
@@ -127,8 +130,12 @@ def test_importing_the_client_and_the_adapters_loads_neither_django_nor_celery()
     )
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env=env,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -14,9 +14,12 @@ T = TypeVar("T")
 
 
 def wait_until(
-    condition: Callable[[], T], timeout: float = 30.0, *, every: float = 0.05,
+    condition: Callable[[], T],
+    timeout: float = 30.0,
+    *,
+    every: float = 0.05,
     failure: Callable[[], str] | str = "",
-) -> T:  # fmt: skip
+) -> T:
     """The first truthy value of `condition()`, polled every `every` s; the test fails
     after `timeout` s, with `failure` (text, or a function making it, e.g. a log)."""
     deadline = time.monotonic() + timeout

@@ -31,13 +31,29 @@ class Worker:
         env = server_env(TOOLOPS_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", **env)
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "toolops", "worker", "-B",
-                 "--pool", "threads", "--concurrency", "2", "--loglevel", "warning"],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "toolops",
+                    "worker",
+                    "-B",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    "2",
+                    "--loglevel",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
                 stderr=subprocess.STDOUT,
                 # Its own process group, so that stopping it reaches its beat process too.
                 start_new_session=True,
-            )  # fmt: skip
+            )
         self.started = time.monotonic()
 
     def output(self) -> str:

@@ -53,9 +53,14 @@ class AgentAdmin(admin.ModelAdmin):
     # Tokens are never stored; even their hash stays read-only. A new agent and its token
     # come from `manage.py create_agent NAME`, which prints the token once.
     fields = (
-        "name", "owner", "is_active", "rate_limit_per_minute", "token_hint", "token_hash",
+        "name",
+        "owner",
+        "is_active",
+        "rate_limit_per_minute",
+        "token_hint",
+        "token_hash",
         "created_at",
-    )  # fmt: skip
+    )
     readonly_fields = ("token_hint", "token_hash", "created_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -69,9 +74,18 @@ class AttemptInline(admin.TabularInline):
     extra = 0
     can_delete = False
     fields = (
-        "number", "purpose", "started_at", "duration_ms", "waited_ms", "http_status",
-        "outcome", "reason", "error", "downstream_request_id", "span_id",
-    )  # fmt: skip
+        "number",
+        "purpose",
+        "started_at",
+        "duration_ms",
+        "waited_ms",
+        "http_status",
+        "outcome",
+        "reason",
+        "error",
+        "downstream_request_id",
+        "span_id",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -161,9 +175,13 @@ class ToolPolicyAdmin(admin.ModelAdmin):
 
 def _audit_policy_delete(request: HttpRequest, policy: ToolPolicy) -> None:
     audit_record(
-        actor=request.user, action=Action.POLICY_EDIT, obj=policy, request=request,
-        detail={"deleted": True}, summary="Deleted the policy: every field back to the catalog's",
-    )  # fmt: skip
+        actor=request.user,
+        action=Action.POLICY_EDIT,
+        obj=policy,
+        request=request,
+        detail={"deleted": True},
+        summary="Deleted the policy: every field back to the catalog's",
+    )
 
 
 @admin.register(AuditEntry)

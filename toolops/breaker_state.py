@@ -80,9 +80,15 @@ def breaker_state_of(states: dict[str, BreakerState], tool: str) -> BreakerState
     return states.get(tool) or BreakerState(tool)
 
 
-def _judge(tool: str, state: str, forced: bool, open_until: datetime | None,
-           probe_until: datetime | None, due: bool | None, lapsed: bool | None,
-           ) -> BreakerState:  # fmt: skip
+def _judge(
+    tool: str,
+    state: str,
+    forced: bool,
+    open_until: datetime | None,
+    probe_until: datetime | None,
+    due: bool | None,
+    lapsed: bool | None,
+) -> BreakerState:
     if state == State.OPEN and forced:
         # An operator's hold that has run out closes at the next call.
         if due:

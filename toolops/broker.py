@@ -145,8 +145,9 @@ class Channel(filesystem.Channel):
             if entry not in entries:
                 write_whole(table, str_to_bytes(dumps([entry, *entries])))
 
-    def _delete(self, queue: str, exchange: str, routing_key: str, pattern: str,
-                *args: Any, **kwargs: Any) -> None:  # fmt: skip
+    def _delete(
+        self, queue: str, exchange: str, routing_key: str, pattern: str, *args: Any, **kwargs: Any
+    ) -> None:
         # The virtual channel's part (purge the queue), then the table's, under its lock.
         super(filesystem.Channel, self)._delete(queue, exchange, routing_key, pattern)
         entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")

@@ -43,8 +43,9 @@ class QoS(kombu_redis.QoS):
             logger.warning(
                 "%s: %d unacknowledged message(s) left in Redis (redelivered after its "
                 "visibility timeout if it kept them) and to the database sweeps",
-                CLOSED, len(self._delivered),
-            )  # fmt: skip
+                CLOSED,
+                len(self._delivered),
+            )
             self._delivered.clear()
             return
         super().restore_unacked(client)

@@ -262,13 +262,17 @@ class BreakerForceOpenForm(forms.Form):
     """Hold a tool's breaker open: every call to it ends at once as unavailable."""
 
     minutes = forms.IntegerField(
-        min_value=1, max_value=MAX_FORCE_MINUTES, initial=30, label="Minutes",
+        min_value=1,
+        max_value=MAX_FORCE_MINUTES,
+        initial=30,
+        label="Minutes",
         widget=forms.NumberInput(attrs={"size": 5}),
-    )  # fmt: skip
+    )
     reason = forms.CharField(
-        max_length=200, label="Reason",
+        max_length=200,
+        label="Reason",
         widget=forms.TextInput(attrs={"placeholder": "why"}),
-    )  # fmt: skip
+    )
     # The confirm step that works without JavaScript (console.js asks once more).
     confirm = forms.BooleanField(
         label="I understand every call will fail",

@@ -74,10 +74,12 @@ def run_idle_abort(*, run: Run, idle_s: float) -> bool:
         before = run.status
         run = services.run_abort(run=run, reason=reason)
         audit_record(
-            actor=None, action=Action.RUN_ABORT, obj=run,
+            actor=None,
+            action=Action.RUN_ABORT,
+            obj=run,
             detail={"from": before, "to": run.status, "reason": reason, "via": IDLE_ACTOR},
             summary=f"Aborted ({before} → {run.status}) by {IDLE_ACTOR}: {reason}",
-        )  # fmt: skip
+        )
     return True
 
 

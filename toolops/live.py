@@ -130,8 +130,10 @@ class Sender:
                 if not self._failing:
                     log.warning(
                         "could not push a change to %s; pushes are dropped until the "
-                        "channel layer answers again", group, exc_info=True,
-                    )  # fmt: skip
+                        "channel layer answers again",
+                        group,
+                        exc_info=True,
+                    )
                 self._failing = True
                 # The layer is down: the rest of the batch would wait out its timeout too.
                 log.debug("dropped %d pushes", len(batch) - number)

@@ -174,10 +174,14 @@ class ToolCall(models.Model):
     reconcile_attempts = models.PositiveIntegerField(default=0)
     next_reconcile_at = models.DateTimeField(null=True, blank=True)
     settled_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="+", db_index=False,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
         help_text="The person who settled an unknown outcome by hand.",
-    )  # fmt: skip
+    )
     settle_note = models.TextField(blank=True, default="")
     # An undo call is the worker's, not the agent's: it is not one of the run's calls in
     # the API, its summary or its budget (compensations/ owns it).
@@ -185,9 +189,12 @@ class ToolCall(models.Model):
     # Set when the call waited (or waits) for a person; null on every other call, so the
     # API answers those without a look at the approvals table.
     approval = models.OneToOneField(
-        "toolops.Approval", null=True, blank=True, on_delete=models.SET_NULL,
+        "toolops.Approval",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="call",
-    )  # fmt: skip
+    )
 
     # The agent policy's word on it (API.md "Agent policy"): the version in force when it
     # was admitted (null: none was), the rules that decided ([rule, action], log_only

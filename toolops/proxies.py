@@ -27,11 +27,19 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Scope = dict[str, Any]
 
 # Headers only a proxy may set: dropped from any other peer's request.
-FORWARDING_HEADERS = frozenset({
-    b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x-forwarded-port",
-    b"x-forwarded-prefix", b"x-forwarded-scheme", b"x-forwarded-ssl", b"x-real-ip",
-    b"forwarded",
-})  # fmt: skip
+FORWARDING_HEADERS = frozenset(
+    {
+        b"x-forwarded-for",
+        b"x-forwarded-proto",
+        b"x-forwarded-host",
+        b"x-forwarded-port",
+        b"x-forwarded-prefix",
+        b"x-forwarded-scheme",
+        b"x-forwarded-ssl",
+        b"x-real-ip",
+        b"forwarded",
+    }
+)
 
 
 def is_trusted(address: str | None, networks: Sequence[Network]) -> bool:

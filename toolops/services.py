@@ -20,8 +20,17 @@ from traces import services as traces
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-__all__ = ["CallAnswer", "CallRequest", "RunEndingConflict", "agent_create", "call_create",
-           "run_abort", "run_complete", "run_create", "run_for_agent"]  # fmt: skip
+__all__ = [
+    "CallAnswer",
+    "CallRequest",
+    "RunEndingConflict",
+    "agent_create",
+    "call_create",
+    "run_abort",
+    "run_complete",
+    "run_create",
+    "run_for_agent",
+]
 
 
 class RunEndingConflict(Exception):
@@ -44,11 +53,13 @@ def agent_create(
     with transaction.atomic():
         agent.save()
         audit_record(
-            actor=by, action=Action.TOKEN_CREATE, obj=agent,
+            actor=by,
+            action=Action.TOKEN_CREATE,
+            obj=agent,
             detail={"agent": agent.name, "hint": agent.token_hint, "via": via},
             summary=f"Created agent {agent.name} and its token ({agent.token_hint}…)"
             + (f" via {via}" if via else ""),
-        )  # fmt: skip
+        )
     return agent, token
 
 
@@ -60,11 +71,13 @@ def agent_rate_limit_set(*, agent: Agent, per_minute: int | None, by: AbstractBa
         agent.rate_limit_per_minute = per_minute
         agent.save(update_fields=["rate_limit_per_minute"])
         audit_record(
-            actor=by, action=Action.AGENT_RATE_LIMIT, obj=agent,
+            actor=by,
+            action=Action.AGENT_RATE_LIMIT,
+            obj=agent,
             detail={"agent": agent.name, "before": before, "after": per_minute},
             summary=f"Rate limit of agent {agent.name}: "
             f"{before or 'none'} → {per_minute or 'none'} a minute",
-        )  # fmt: skip
+        )
     return agent
 
 
@@ -185,10 +198,12 @@ def run_abort_audited(*, run: Run, reason: str, by: AbstractBaseUser) -> Run:
         if before != run.status:
             said = traces.redact_text(reason)
             audit_record(
-                actor=by, action=Action.RUN_ABORT, obj=run,
+                actor=by,
+                action=Action.RUN_ABORT,
+                obj=run,
                 detail={"from": before, "to": run.status, "reason": said},
                 summary=f"Aborted ({before} → {run.status}): {said}",
-            )  # fmt: skip
+            )
     return run
 
 
@@ -202,9 +217,12 @@ def tool_policy_save(*, policy: ToolPolicy, by: AbstractBaseUser, changes: str) 
         policy.updated_by = by  # type: ignore[assignment]
         policy.save()
         audit_record(
-            actor=by, action=Action.POLICY_EDIT, obj=policy,
-            detail={"created": adding, "changes": changes}, summary=changes,
-        )  # fmt: skip
+            actor=by,
+            action=Action.POLICY_EDIT,
+            obj=policy,
+            detail={"created": adding, "changes": changes},
+            summary=changes,
+        )
     return policy
 
 
@@ -225,11 +243,16 @@ def call_settle_audited(
         )
         if settled:
             audit_record(
-                actor=by, action=Action.CALL_SETTLE, obj=call,
+                actor=by,
+                action=Action.CALL_SETTLE,
+                obj=call,
                 summary=traces.redact_text(audit_text, call=call),
-                detail={"succeeded": succeeded, "with_result": result is not None,
-                        "note": traces.redact_text(note, call=call)},
-            )  # fmt: skip
+                detail={
+                    "succeeded": succeeded,
+                    "with_result": result is not None,
+                    "note": traces.redact_text(note, call=call),
+                },
+            )
     return settled
 
 
@@ -242,10 +265,12 @@ def breaker_force_open_audited(
         executor.breaker_force_open(tool=tool, seconds=minutes * 60, reason=reason)
         row = CircuitBreaker.objects.get(tool=tool)
         audit_record(
-            actor=by, action=Action.BREAKER_FORCE_OPEN, obj=row,
+            actor=by,
+            action=Action.BREAKER_FORCE_OPEN,
+            obj=row,
             detail={"minutes": minutes, "reason": reason},
             summary=f"Forced open for {minutes} min. Reason: {reason}",
-        )  # fmt: skip
+        )
     return row
 
 
@@ -261,8 +286,10 @@ def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker 
         failures = row.consecutive_failures
         executor.breaker_reset(tool=tool)
         audit_record(
-            actor=by, action=Action.BREAKER_RESET, obj=row,
+            actor=by,
+            action=Action.BREAKER_RESET,
+            obj=row,
             detail={"from": before, "consecutive_failures": failures},
             summary=f"Reset: {before} → closed; consecutive failures {failures} → 0.",
-        )  # fmt: skip
+        )
     return row

@@ -262,11 +262,17 @@ else:
         "visibility_timeout": 2 * 3600,
         "socket_connect_timeout": 1.0,
         "socket_timeout": 5.0,
-        "max_retries": 1, "interval_start": 0.1, "interval_step": 0, "interval_max": 0.1,
-    }  # fmt: skip
+        "max_retries": 1,
+        "interval_start": 0.1,
+        "interval_step": 0,
+        "interval_max": 0.1,
+    }
     CELERY_TASK_PUBLISH_RETRY_POLICY = {
-        "max_retries": 1, "interval_start": 0, "interval_step": 0, "interval_max": 0,
-    }  # fmt: skip
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0,
+        "interval_max": 0,
+    }
 CELERY_TASK_IGNORE_RESULT = True
 # Delivery the saga can trust: a message is acknowledged only after its task finished
 # (late acks), handed back when the worker process dies mid-task (reject on worker lost),
@@ -372,8 +378,10 @@ EMAIL_FILE_PATH = os.getenv("EMAIL_FILE_PATH", str(DATA_DIR / "mail"))
 # What was sent to whom and when, one line each (at INFO, whatever the root's level).
 LOGGING["formatters"] = {"stamped": {"format": "%(asctime)s %(message)s"}}
 LOGGING["handlers"]["stamped"] = {
-    "class": "logging.StreamHandler", "filters": ["redact"], "formatter": "stamped"
-}  # fmt: skip
+    "class": "logging.StreamHandler",
+    "filters": ["redact"],
+    "formatter": "stamped",
+}
 LOGGING["loggers"] = {
     "toolops.notify": {
         "level": os.getenv("TOOLOPS_NOTIFY_LOG_LEVEL", "INFO"),

@@ -45,9 +45,13 @@ def run_summary(calls: Sequence[ToolCall]) -> str:
 
 
 def summary_text(
-    *, total: int, ok: int, problems: Sequence[ToolCall], problems_total: int,
+    *,
+    total: int,
+    ok: int,
+    problems: Sequence[ToolCall],
+    problems_total: int,
     waiting: Sequence[ToolCall],
-) -> str:  # fmt: skip
+) -> str:
     """The summary from counts and the first few calls that need saying (at most five of
     each kind): a run too long to load whole is summed up by the database."""
     if not total:

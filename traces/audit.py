@@ -41,15 +41,20 @@ def full_args_read(*, call: ToolCall, user: Any, purpose: str, request: Any = No
     # savepoint: inside a request's transaction it is one INSERT, and it commits with it.
     with transaction.atomic(savepoint=False):
         audit_record(
-            actor=user, action=Action.FULL_ARGS_READ, obj=call, request=request,
+            actor=user,
+            action=Action.FULL_ARGS_READ,
+            obj=call,
+            request=request,
             detail={"purpose": purpose, "tool": call.tool},
             summary=f"Read the full args of {call.tool} ({PURPOSES(purpose).label})",
-        )  # fmt: skip
+        )
     redacted = bool(call.result_sealed) or sensitive.has_mark(call.args)
     args, args_problem = vault.args_read(call)
     result, result_problem = vault.result_read(call)
     return FullArgs(
-        args=args, result=result, redacted=redacted,
+        args=args,
+        result=result,
+        redacted=redacted,
         args_problem=args_problem.reason if args_problem else "",
         result_problem=result_problem.reason if result_problem else "",
-    )  # fmt: skip
+    )

@@ -83,10 +83,14 @@ def replay_noted(*, tool: str) -> None:
         tool = UNKNOWN
     minute = timezone.now().replace(second=0, microsecond=0)
     with connection.cursor() as cursor:
-        cursor.execute(_REPLAY_SQL, [
-            tool, connection.ops.adapt_datetimefield_value(minute),
-            random.randrange(REPLAY_SHARDS),
-        ])  # fmt: skip
+        cursor.execute(
+            _REPLAY_SQL,
+            [
+                tool,
+                connection.ops.adapt_datetimefield_value(minute),
+                random.randrange(REPLAY_SHARDS),
+            ],
+        )
 
 
 def breaker_levels() -> dict[str, int]:

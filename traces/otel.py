@@ -159,8 +159,10 @@ def _instrument() -> None:
         for name in os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",")
     }
     instrumentors = {
-        "django": DjangoInstrumentor, "celery": CeleryInstrumentor, "urllib3": URLLib3Instrumentor,
-    }  # fmt: skip
+        "django": DjangoInstrumentor,
+        "celery": CeleryInstrumentor,
+        "urllib3": URLLib3Instrumentor,
+    }
     hooks: dict[str, dict[str, Any]] = {"django": {"request_hook": _without_query}}
     for name, kind in instrumentors.items():
         instrumentor = kind()

@@ -81,10 +81,14 @@ def replay_export(*, call: ToolCall, traceparent: str, started: datetime) -> Non
         return
     trace_id = call.trace_id or call.run.trace_id
     span = _call_span(
-        call, trace_id, span_id=new_span_id(), start=started, end=timezone.now(),
+        call,
+        trace_id,
+        span_id=new_span_id(),
+        start=started,
+        end=timezone.now(),
         parent_span_id=parent_span_of(traceparent, trace_id) if traceparent else "",
         links=[_otel().Link(_context(trace_id, call.span_id), {"toolops.link": "replays"})],
-    )  # fmt: skip
+    )
     _emit_on_commit([span])
 
 
@@ -124,10 +128,15 @@ def _otel() -> SimpleNamespace:
     )
 
     return SimpleNamespace(
-        ReadableSpan=ReadableSpan, Link=Link, SpanContext=SpanContext, SpanKind=SpanKind,
-        OK=Status(StatusCode.OK), ERROR=Status(StatusCode.ERROR),
-        UNSET=Status(StatusCode.UNSET), SAMPLED=TraceFlags(TraceFlags.SAMPLED),
-    )  # fmt: skip
+        ReadableSpan=ReadableSpan,
+        Link=Link,
+        SpanContext=SpanContext,
+        SpanKind=SpanKind,
+        OK=Status(StatusCode.OK),
+        ERROR=Status(StatusCode.ERROR),
+        UNSET=Status(StatusCode.UNSET),
+        SAMPLED=TraceFlags(TraceFlags.SAMPLED),
+    )
 
 
 def _context(trace_id: str, span_id: str) -> Any:
@@ -136,9 +145,15 @@ def _context(trace_id: str, span_id: str) -> Any:
 
 
 def _call_span(
-    call: ToolCall, trace_id: str, *, span_id: str = "", start: datetime | None = None,
-    end: datetime | None = None, parent_span_id: str | None = None, links: list[Any] | None = None,
-) -> Any:  # fmt: skip
+    call: ToolCall,
+    trace_id: str,
+    *,
+    span_id: str = "",
+    start: datetime | None = None,
+    end: datetime | None = None,
+    parent_span_id: str | None = None,
+    links: list[Any] | None = None,
+) -> Any:
     o = _otel()
     replayed = bool(span_id)
     ok = call.status == ToolCall.Status.SUCCEEDED
@@ -179,11 +194,18 @@ def _call_span(
     start = start or call.created_at
     end = end or call.finished_at or timezone.now()
     return o.ReadableSpan(
-        name=f"execute_tool {tool}", context=_context(trace_id, span_id or call.span_id),
-        parent=parent, resource=otel.resource(), attributes=attributes, links=links,
-        kind=o.SpanKind.INTERNAL, status=status, start_time=_ns(start),
-        end_time=max(_ns(end), _ns(start)), instrumentation_scope=otel.scope(),
-    )  # fmt: skip
+        name=f"execute_tool {tool}",
+        context=_context(trace_id, span_id or call.span_id),
+        parent=parent,
+        resource=otel.resource(),
+        attributes=attributes,
+        links=links,
+        kind=o.SpanKind.INTERNAL,
+        status=status,
+        start_time=_ns(start),
+        end_time=max(_ns(end), _ns(start)),
+        instrumentation_scope=otel.scope(),
+    )
 
 
 def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -> list[Any]:
@@ -233,7 +255,7 @@ def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -
                 start_time=start,
                 end_time=start + int(row.duration_ms * 1e6),
                 instrumentation_scope=otel.scope(),
-            )  # fmt: skip
+            )
         )
     return spans
 

@@ -54,24 +54,51 @@ class FloorCallApi(APIView):
         try:
             with transaction.atomic():
                 FloorClaim.objects.create(
-                    key=key, call_ref=call_id, tool=tool, state="recorded", lease_until=now,
+                    key=key,
+                    call_ref=call_id,
+                    tool=tool,
+                    state="recorded",
+                    lease_until=now,
                     expires_at=now + timedelta(days=7),
-                )  # fmt: skip
+                )
                 call = FloorResult.objects.create(
-                    call_id=call_id, run_ref=run_id, step_index=step_index, tool=tool, args=args,
-                    status="succeeded", result={"ok": True}, feedback=f"{tool} succeeded.",
-                    created_at=now, finished_at=now,
-                )  # fmt: skip
+                    call_id=call_id,
+                    run_ref=run_id,
+                    step_index=step_index,
+                    tool=tool,
+                    args=args,
+                    status="succeeded",
+                    result={"ok": True},
+                    feedback=f"{tool} succeeded.",
+                    created_at=now,
+                    finished_at=now,
+                )
                 FloorSpan.objects.create(
-                    call=call, number=1, span_id=secrets.token_hex(8), started_at=now,
-                    duration_ms=0.0, http_status=200, outcome="ok",
-                )  # fmt: skip
+                    call=call,
+                    number=1,
+                    span_id=secrets.token_hex(8),
+                    started_at=now,
+                    duration_ms=0.0,
+                    http_status=200,
+                    outcome="ok",
+                )
         except IntegrityError:
             return Response({"detail": "this call was already recorded"}, status=409)
-        return Response({
-            "call_id": call.call_id, "tool_call_id": f"tc-{call_id[2:18]}", "run_id": run_id,
-            "step_index": step_index, "tool": tool, "status": call.status,
-            "result": call.result, "error": None, "feedback": call.feedback, "attempts": 1,
-            "replayed": False, "approval": None, "created_at": _iso(call.created_at),
-            "finished_at": _iso(call.finished_at),
-        })  # fmt: skip
+        return Response(
+            {
+                "call_id": call.call_id,
+                "tool_call_id": f"tc-{call_id[2:18]}",
+                "run_id": run_id,
+                "step_index": step_index,
+                "tool": tool,
+                "status": call.status,
+                "result": call.result,
+                "error": None,
+                "feedback": call.feedback,
+                "attempts": 1,
+                "replayed": False,
+                "approval": None,
+                "created_at": _iso(call.created_at),
+                "finished_at": _iso(call.finished_at),
+            }
+        )

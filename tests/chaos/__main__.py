@@ -33,9 +33,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="the fault schedule's seed")
     parser.add_argument("--no-faults", action="store_true", help="the workload alone")
     parser.add_argument(
-        "--no-crash-points", action="store_true",
+        "--no-crash-points",
+        action="store_true",
         help="start no process with TOOLOPS_CRASH_AT (named crash points)",
-    )  # fmt: skip
+    )
     runner.add_run_arguments(parser, DB_NAME)
     return runner.checked(parser, parser.parse_args(argv))
 

@@ -50,9 +50,12 @@ def load_for(seconds: float, threads: Iterable[threading.Thread]) -> None:
 
 
 def wind_down(
-    clients: Iterable[Any], threads: Iterable[threading.Thread], review: threading.Thread,
-    agents_done: threading.Event, retry_s: float,
-) -> None:  # fmt: skip
+    clients: Iterable[Any],
+    threads: Iterable[threading.Thread],
+    review: threading.Thread,
+    agents_done: threading.Event,
+    retry_s: float,
+) -> None:
     """After the load's stop event is set: each client retries what is still
     indeterminate for `retry_s` more, then the agents' threads and the reviewer's end."""
     for client in clients:
@@ -86,7 +89,11 @@ def run_module(module: str, *args: str, timeout: float = 900) -> tuple[int, str]
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_SETTINGS")}
     done = subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=root, env={**env, "PYTHONPATH": str(root)},
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        [sys.executable, "-m", module, *args],
+        cwd=root,
+        env={**env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return done.returncode, done.stdout[-6000:] + done.stderr[-6000:]

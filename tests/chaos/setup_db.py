@@ -27,9 +27,12 @@ def prepare(env: dict[str, str], password: str) -> list[str]:
     if settings.configured and settings.DATABASES["default"]["NAME"] != db_name(env):
         done = subprocess.run(
             [sys.executable, "-m", "tests.chaos.setup_db"],
-            cwd=ROOT, env={**env, "CHAOS_REVIEWER_PASSWORD": password},
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            cwd=ROOT,
+            env={**env, "CHAOS_REVIEWER_PASSWORD": password},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"setting up {db_name(env)} failed:\n{done.stderr[-3000:]}")
         return list(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -94,8 +97,11 @@ def _clone(conn: psycopg.Connection[Any], name: str, source: str) -> bool:
     concurrent clone), or name exists (another stack made the template first)."""
     try:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
-    except (psycopg.errors.InvalidCatalogName, psycopg.errors.ObjectInUse,
-            psycopg.errors.DuplicateDatabase):  # fmt: skip
+    except (
+        psycopg.errors.InvalidCatalogName,
+        psycopg.errors.ObjectInUse,
+        psycopg.errors.DuplicateDatabase,
+    ):
         return False
     return True
 

@@ -159,10 +159,17 @@ class Stack:
     when start-up fails half way)."""
 
     def __init__(
-        self, workdir: Path, seed: int = 0, *, db_name: str = DB_NAME, webs: int = 2,
-        workers: int = 2, crash_points: bool = False, fault_proxies: bool = True,
+        self,
+        workdir: Path,
+        seed: int = 0,
+        *,
+        db_name: str = DB_NAME,
+        webs: int = 2,
+        workers: int = 2,
+        crash_points: bool = False,
+        fault_proxies: bool = True,
         extra_env: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.workdir, self.seed, self.db_name = workdir, seed, db_name
         self.crash_points = crash_points
         # False: PostgreSQL, Redis and the shop reached directly (no network faults).

@@ -25,10 +25,18 @@ def chaos_database() -> str:
 def test_a_chaos_run_holds_every_invariant(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     code, output = run_module(
-        "tests.chaos", "--seconds", str(SECONDS), "--seed", str(SEED),
-        "--database", chaos_database(), "--workdir", str(tmp_path / "run"),
-        "--json", str(summary),
-    )  # fmt: skip
+        "tests.chaos",
+        "--seconds",
+        str(SECONDS),
+        "--seed",
+        str(SEED),
+        "--database",
+        chaos_database(),
+        "--workdir",
+        str(tmp_path / "run"),
+        "--json",
+        str(summary),
+    )
     assert code == 0, output
     result = json.loads(summary.read_text())
     assert result["violation"] is None, output

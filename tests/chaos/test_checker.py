@@ -24,24 +24,44 @@ def world() -> World:
     ):
         history.complete(history.invoke("a1", f, key), OK, value)
     calls = {
-        (RUN, "tc-0"): Call(RUN, "tc-0", "reserve_stock", "succeeded", 1, 1,
-                            compensation="discarded", sent_at=[10.0]),
-        (RUN, "tc-2"): Call(RUN, "tc-2", "create_order", "succeeded", 1, 1,
-                            approval="approved", approve_votes=1, decided_at=11.0,
-                            compensation="discarded", sent_at=[12.0]),
-    }  # fmt: skip
+        (RUN, "tc-0"): Call(
+            RUN,
+            "tc-0",
+            "reserve_stock",
+            "succeeded",
+            1,
+            1,
+            compensation="discarded",
+            sent_at=[10.0],
+        ),
+        (RUN, "tc-2"): Call(
+            RUN,
+            "tc-2",
+            "create_order",
+            "succeeded",
+            1,
+            1,
+            approval="approved",
+            approve_votes=1,
+            decided_at=11.0,
+            compensation="discarded",
+            sent_at=[12.0],
+        ),
+    }
     return World(
         history,
         calls=calls,
         runs={RUN: Run(RUN, "completed", 20, 2, 2)},
-        effects=[Effect("reservation", "res-1", (RUN, "tc-0")),
-                 Effect("order", "ord-1", (RUN, "tc-2"))],
+        effects=[
+            Effect("reservation", "res-1", (RUN, "tc-0")),
+            Effect("order", "ord-1", (RUN, "tc-2")),
+        ],
         max_attempts={"reserve_stock": 3, "create_order": 3},
         compensable={"reserve_stock", "create_order"},
         with_query={"create_order"},
         texts={"log web1": "call tc-0 succeeded; api_key=[redacted]"},
         secrets=SECRETS,
-    )  # fmt: skip
+    )
 
 
 def test_an_intact_world_holds() -> None:

@@ -50,15 +50,28 @@ def clients(
     approvals: queue.Queue[Any] = queue.Queue()
     urls = [cluster.url]  # everything through the balancer
     agents = [
-        Agent(f"a{i + 1}", history, urls, random.Random(100 + i), stop, token=token,
-              approvals=approvals)
+        Agent(
+            f"a{i + 1}",
+            history,
+            urls,
+            random.Random(100 + i),
+            stop,
+            token=token,
+            approvals=approvals,
+        )
         for i, token in enumerate(cluster.stack.tokens)
-    ]  # fmt: skip
+    ]
     _, password = cluster.reviewer
     reviewer = Reviewer(
-        "reviewer", history, urls, random.Random(1), stop,
-        username=REVIEWER, password=password, approvals=approvals,
-    )  # fmt: skip
+        "reviewer",
+        history,
+        urls,
+        random.Random(1),
+        stop,
+        username=REVIEWER,
+        password=password,
+        approvals=approvals,
+    )
     return agents, reviewer
 
 
@@ -144,8 +157,11 @@ def kill_and_rejoin(cluster: Cluster, history: History, result: dict[str, Any]) 
     result["down_after_s"] = round(down_at - killed_at, 2)
     result["states_while_down"] = balancer.states()
     # The dead worker's claims: swept once their lease ran out, while it is still dead.
-    wait_for(lambda: all(c["state"] == "recorded" for c in claims(held).values()), 60,
-             "the dead worker's claims swept")  # fmt: skip
+    wait_for(
+        lambda: all(c["state"] == "recorded" for c in claims(held).values()),
+        60,
+        "the dead worker's claims swept",
+    )
     result["held"] = claims(held)
     oks = ok_count(history)
     wait_for(lambda: ok_count(history) >= oks + 20, 120, "20 more answers with a node down")
@@ -157,8 +173,11 @@ def kill_and_rejoin(cluster: Cluster, history: History, result: dict[str, Any]) 
     wait_for(lambda: answers_ping(worker_name()), 90, f"{KILLED_WORKER} back")
     result["worker_back"] = True
     # It rejoined: the balancer sends it requests again, and they are answered.
-    wait_for(lambda: balancer.stats()[KILLED_WEB]["sessions"] >= sessions + 10, 120,
-             f"{KILLED_WEB} serving again")  # fmt: skip
+    wait_for(
+        lambda: balancer.stats()[KILLED_WEB]["sessions"] >= sessions + 10,
+        120,
+        f"{KILLED_WEB} serving again",
+    )
     result["failed_after_down"] = failed_after(history, down_at)
 
 
@@ -197,9 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = runner.begin(args, "killnode")  # Ctrl-C, SIGTERM: every process stopped
     cluster = Cluster(
-        workdir, db_name=args.database, webs=3, workers=2,
+        workdir,
+        db_name=args.database,
+        webs=3,
+        workers=2,
         env={"TOOLOPS_CLAIM_SWEEP_S": args.claim_sweep_s},
-    )  # fmt: skip
+    )
     history = History()
     try:
         cluster.start()

@@ -18,9 +18,15 @@ from tests.cluster.topology import database_name
 def test_a_killed_web_process_and_worker_lose_no_call(tmp_path: Path) -> None:
     found = tmp_path / "result.json"
     code, output = run_module(
-        "tests.cluster.killnode", "--database", database_name("killnode"),
-        "--workdir", str(tmp_path / "run"), "--json", str(found), timeout=600,
-    )  # fmt: skip
+        "tests.cluster.killnode",
+        "--database",
+        database_name("killnode"),
+        "--workdir",
+        str(tmp_path / "run"),
+        "--json",
+        str(found),
+        timeout=600,
+    )
     assert code == 0, output
     result = json.loads(found.read_text())
 

@@ -60,9 +60,15 @@ def reviewer_on(web: str, cluster: Cluster) -> Reviewer:
     """A reviewer logged in to the console of one web process."""
     username, password = cluster.reviewer
     reviewer = Reviewer(
-        "reviewer", History(), [web], random.Random(0), threading.Event(),
-        username=username, password=password, approvals=queue.Queue(),
-    )  # fmt: skip
+        "reviewer",
+        History(),
+        [web],
+        random.Random(0),
+        threading.Event(),
+        username=username,
+        password=password,
+        approvals=queue.Queue(),
+    )
     assert reviewer.login(), f"the reviewer could not log in on {web}"
     return reviewer
 

@@ -32,14 +32,23 @@ class Cluster:
     when start-up failed half way)."""
 
     def __init__(
-        self, workdir: Path, *, db_name: str, webs: int = 3, workers: int = 1,
+        self,
+        workdir: Path,
+        *,
+        db_name: str,
+        webs: int = 3,
+        workers: int = 1,
         env: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.workdir = workdir
         self.stack = Stack(
-            workdir, db_name=db_name, webs=webs, workers=workers, fault_proxies=False,
+            workdir,
+            db_name=db_name,
+            webs=webs,
+            workers=workers,
+            fault_proxies=False,
             extra_env=env,
-        )  # fmt: skip
+        )
         self.balancer: Balancer | None = None
 
     def start(self) -> None:

@@ -40,20 +40,45 @@ def dead_letter(
 
     run = make_run(agent, run_id, status="aborting")
     order = make_call(
-        run, f"tc-{run_id}", 0, "create_order", "succeeded",
-        args={"sku": "A12", "qty": 1, "amount": "19.90"}, result={"order_id": "o-1"},
-    )  # fmt: skip
+        run,
+        f"tc-{run_id}",
+        0,
+        "create_order",
+        "succeeded",
+        args={"sku": "A12", "qty": 1, "amount": "19.90"},
+        result={"order_id": "o-1"},
+    )
     compensation = Compensation.objects.create(
-        run=run, call=order, tool=tool, args=args or {"order_id": "o-1"}, key="k" * 64,
-        status=Compensation.Status.RUNNING, rounds=1,
-    )  # fmt: skip
+        run=run,
+        call=order,
+        tool=tool,
+        args=args or {"order_id": "o-1"},
+        key="k" * 64,
+        status=Compensation.Status.RUNNING,
+        rounds=1,
+    )
     undo = make_call(
-        run, f"~undo:{order.call_id}:1", 0, tool, "failed", role=ToolCall.Role.UNDO,
-        attempts=3, error_class="retry", error_reason="downstream_error", error_message=error,
-    )  # fmt: skip
+        run,
+        f"~undo:{order.call_id}:1",
+        0,
+        tool,
+        "failed",
+        role=ToolCall.Role.UNDO,
+        attempts=3,
+        error_class="retry",
+        error_reason="downstream_error",
+        error_message=error,
+    )
     for number in (1, 2, 3):
-        make_attempt(undo, number, tool=tool, outcome="retry", http_status=503, error=error,
-                     downstream_request_id=f"req-{run_id}-{number}")  # fmt: skip
+        make_attempt(
+            undo,
+            number,
+            tool=tool,
+            outcome="retry",
+            http_status=503,
+            error=error,
+            downstream_request_id=f"req-{run_id}-{number}",
+        )
     compensation_finish(compensation=compensation, undo=undo)
     run_conclude(run_pk=run.pk)
     return Ticket.objects.get(compensation=compensation)

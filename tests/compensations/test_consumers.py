@@ -19,8 +19,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 async def connect(user: Any) -> tuple[ApplicationCommunicator, bool]:
     # channels.testing needs daphne; the ASGI messages are simple enough to send by hand.
-    scope = {"type": "websocket", "path": "/ws/tickets/", "headers": [], "subprotocols": [],
-             "user": user}  # fmt: skip
+    scope = {
+        "type": "websocket",
+        "path": "/ws/tickets/",
+        "headers": [],
+        "subprotocols": [],
+        "user": user,
+    }
     communicator = ApplicationCommunicator(TicketsConsumer.as_asgi(), scope)
     await communicator.send_input({"type": "websocket.connect"})
     answer = await communicator.receive_output(timeout=2)

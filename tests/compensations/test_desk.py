@@ -94,9 +94,11 @@ def test_it_renders_script_in_args_as_text(
     support: Any, agent_a: Any, console_catalog: Any
 ) -> None:
     ticket = dead_letter(
-        agent_a[0], "r-xss", args={"order_id": "<script>alert(1)</script>"},
+        agent_a[0],
+        "r-xss",
+        args={"order_id": "<script>alert(1)</script>"},
         error="<img src=x onerror=alert(2)>",
-    )  # fmt: skip
+    )
 
     page = logged_in(support).get(f"/console/tickets/{ticket.pk}/").content.decode()
 
@@ -228,9 +230,13 @@ def test_it_queues_a_retry_and_reopens_the_run(
     from unittest.mock import patch
 
     IdempotencyRecord.objects.create(
-        key=ticket.compensation.key, call_ref="c-x", tool="cancel_order", state="recorded",
-        lease_until="2026-01-01T00:00:00Z", expires_at="2099-01-01T00:00:00Z",
-    )  # fmt: skip
+        key=ticket.compensation.key,
+        call_ref="c-x",
+        tool="cancel_order",
+        state="recorded",
+        lease_until="2026-01-01T00:00:00Z",
+        expires_at="2099-01-01T00:00:00Z",
+    )
     with (
         patch("compensations.tasks.compensate_run.delay", autospec=True) as delay,
         django_capture_on_commit_callbacks(execute=True),

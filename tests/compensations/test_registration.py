@@ -38,8 +38,9 @@ def three_writes(api: APIClient) -> dict[str, Any]:
     create_run(api)
     reserve = succeed(api, 0, "reserve_stock", {"sku": "A12", "qty": 1}, "tc-reserve")
     order = succeed(api, 1, "create_order", ORDER, "tc-order")
-    charge = succeed(api, 2, "charge", {"order_id": order["result"]["order_id"],
-                                         "amount": "19.90"}, "tc-charge")  # fmt: skip
+    charge = succeed(
+        api, 2, "charge", {"order_id": order["result"]["order_id"], "amount": "19.90"}, "tc-charge"
+    )
     return {"reserve": reserve, "order": order, "charge": charge}
 
 
@@ -86,8 +87,9 @@ def test_a_compensable_write_still_costs_three_statements(
     post_call(api, step_index=0, tool="query_stock", args={"sku": "A12"})  # warm caches
 
     with CaptureQueriesContext(connection) as ctx:
-        answer = body(post_call(api, step_index=1, tool="reserve_stock",
-                                args={"sku": "A12", "qty": 1}))  # fmt: skip
+        answer = body(
+            post_call(api, step_index=1, tool="reserve_stock", args={"sku": "A12", "qty": 1})
+        )
 
     assert answer["status"] == "succeeded"
     # The savepoints are the test's own transaction around the claim (store.py), absent
@@ -103,7 +105,9 @@ def test_a_compensable_write_still_costs_three_statements(
 
 
 def use_unmappable_tool(shop: Shop, settings: Any) -> None:
-    catalog = write_catalog(shop.url, f"""
+    catalog = write_catalog(
+        shop.url,
+        f"""
 [[tool]]
 name = "reserve_odd"
 kind = "compensable_write"
@@ -112,7 +116,8 @@ url = "{shop.url}/inventory/reservations"
 idempotency_header = true
 compensation = {{ tool = "release_stock", args = {{ reservation_id = "$.result.booking_ref" }} }}
 params_schema = {{ type = "object", required = ["sku", "qty"] }}
-""")  # fmt: skip
+""",
+    )
     settings.TOOLOPS_TOOLS_FILE = str(catalog)
     registry.reset()
 
@@ -280,8 +285,10 @@ def test_a_call_reconciled_after_the_run_ended_is_undone_too(
     call = ToolCall.objects.get(call_id=lost["call_id"])
     ToolCall.objects.filter(pk=call.pk).update(next_reconcile_at="2000-01-01T00:00:00Z")
 
-    with patch("compensations.tasks.compensate_run.delay", autospec=True) as delay, \
-            django_capture_on_commit_callbacks(execute=True):  # fmt: skip
+    with (
+        patch("compensations.tasks.compensate_run.delay", autospec=True) as delay,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
         assert call_reconcile(call_pk=call.pk) == "succeeded"
 
     run = Run.objects.get(run_id="r-1")
@@ -318,8 +325,15 @@ def test_a_write_in_flight_at_abort_is_undone_when_it_lands(api: APIClient, shop
     succeed(api, 0, "reserve_stock", {"sku": "A12", "qty": 1}, "tc-reserve")
     run = Run.objects.get(run_id="r-1")
     # A charge another request is still making (its claim is held, its result not in).
-    flying = make_call(run, "tc-charge", 1, "charge", "in_progress", idempotency_key="f" * 64,
-                       args={"order_id": "o-1", "amount": "19.90"})  # fmt: skip
+    flying = make_call(
+        run,
+        "tc-charge",
+        1,
+        "charge",
+        "in_progress",
+        idempotency_key="f" * 64,
+        args={"order_id": "o-1", "amount": "19.90"},
+    )
     api.post("/api/v1/runs/r-1/abort", {"reason": "stop"}, format="json")
 
     # The older undo runs; the run waits for the write in flight instead of ending.
@@ -333,8 +347,9 @@ def test_a_write_in_flight_at_abort_is_undone_when_it_lands(api: APIClient, shop
     ToolCall.objects.filter(pk=flying.pk).update(
         status="succeeded", result={"charge_id": charge_id}
     )
-    Compensation.objects.create(run=run, call=flying, tool="refund",
-                                args={"charge_id": charge_id}, key="g" * 64)  # fmt: skip
+    Compensation.objects.create(
+        run=run, call=flying, tool="refund", args={"charge_id": charge_id}, key="g" * 64
+    )
 
     assert compensate_run(run.pk) == "aborted"
     assert Compensation.objects.get(call=flying).status == "succeeded"

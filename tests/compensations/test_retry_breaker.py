@@ -54,9 +54,13 @@ def refund_breaker(shop: Shop, settings: Any) -> Iterator[None]:
 
 
 def test_a_retry_pressed_while_the_breaker_is_open_waits_for_it_then_refunds_once(
-    worker: Callable[..., Worker], api: Any, shop: Shop, refund_breaker: None,
-    lost_messages: MagicMock, support: Any,
-) -> None:  # fmt: skip
+    worker: Callable[..., Worker],
+    api: Any,
+    shop: Shop,
+    refund_breaker: None,
+    lost_messages: MagicMock,
+    support: Any,
+) -> None:
     calls = buy(api)
     shop.fault(REFUND, fail_next=10_000, fail_status=503)
     abort(api)
@@ -129,8 +133,11 @@ def test_the_sweep_leaves_a_round_waiting_for_its_breaker_until_it_is_due(
     ticket = dead_letter(agent_a[0])
     long_ago = timezone.now() - timedelta(minutes=5)
     waiting = Compensation.objects.filter(pk=ticket.compensation_id)
-    waiting.update(status=Compensation.Status.PENDING, queued_at=long_ago,
-                   not_before=timezone.now() + timedelta(minutes=1))  # fmt: skip
+    waiting.update(
+        status=Compensation.Status.PENDING,
+        queued_at=long_ago,
+        not_before=timezone.now() + timedelta(minutes=1),
+    )
     Run.objects.filter(pk=ticket.run_id).update(status=Run.Status.ABORTING)
 
     assert ticket.run_id not in runs_needing_work(grace_s=1)

@@ -86,9 +86,13 @@ def broker_env(broker: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("broker", ["embedded", "redis"])
 def test_it_undoes_an_aborted_run_newest_first(
-    worker: StartWorker, toolops_server: Callable[..., Any], agent_a: tuple[Agent, str],
-    api: APIClient, shop: Shop, broker: str,
-) -> None:  # fmt: skip
+    worker: StartWorker,
+    toolops_server: Callable[..., Any],
+    agent_a: tuple[Agent, str],
+    api: APIClient,
+    shop: Shop,
+    broker: str,
+) -> None:
     env = broker_env(broker)
     calls = buy(api)
     # The sweep waits a minute before it steps in: only the abort's message can wake the
@@ -101,15 +105,18 @@ def test_it_undoes_an_aborted_run_newest_first(
         response = http.post("/api/v1/runs/r-1/abort", json={"reason": "customer left"})
         assert response.status_code == 202, response.text
         assert response.json()["status"] == "aborting"
-        wait_for(lambda: http.get("/api/v1/runs/r-1").json()["status"] != "aborting",
-                 SETTLE_WITHIN_S, w)  # fmt: skip
+        wait_for(
+            lambda: http.get("/api/v1/runs/r-1").json()["status"] != "aborting", SETTLE_WITHIN_S, w
+        )
         run = http.get("/api/v1/runs/r-1").json()
 
     assert run["status"] == "aborted"
     assert run["ended_at"] is not None
     assert statuses(run) == [
-        ("release_stock", "succeeded"), ("cancel_order", "succeeded"), ("refund", "succeeded"),
-    ]  # fmt: skip
+        ("release_stock", "succeeded"),
+        ("cancel_order", "succeeded"),
+        ("refund", "succeeded"),
+    ]
     # Newest first, each exactly once.
     undos = undo_requests(shop)
     assert [r["path"] for r in undos] == [REFUND, CANCEL, RELEASE]
@@ -288,8 +295,10 @@ def test_a_failing_refund_is_dead_lettered_then_retried_by_support(
     ), opened.text
     # A dead letter does not stop the older undos.
     assert statuses(get_run(api)) == [
-        ("release_stock", "succeeded"), ("cancel_order", "succeeded"), ("refund", "dead_lettered"),
-    ]  # fmt: skip
+        ("release_stock", "succeeded"),
+        ("cancel_order", "succeeded"),
+        ("refund", "dead_lettered"),
+    ]
     assert shop.state()["refunds"] == []
 
     shop.fault(REFUND)  # healed

@@ -41,8 +41,13 @@ def _words(html: str) -> str:
 @pytest.fixture
 def refund_ticket(agent_a: tuple[Agent, str], facts_catalog: Any) -> Ticket:
     """A cancelled run whose charge's refund failed every attempt with a 503."""
-    ticket = dead_letter(agent_a[0], "r-refund", tool="refund", args={"charge_id": "ch_1"},
-                         error="HTTP 503: injected_fault")  # fmt: skip
+    ticket = dead_letter(
+        agent_a[0],
+        "r-refund",
+        tool="refund",
+        args={"charge_id": "ch_1"},
+        error="HTTP 503: injected_fault",
+    )
     charge = ticket.compensation.call
     charge.tool, charge.args, charge.result = "charge", CHARGE, {"charge_id": "ch_1"}
     charge.save(update_fields=["tool", "args", "result"])
@@ -80,8 +85,13 @@ def test_it_says_retry_should_work_once_the_service_answers_again(
 ) -> None:
     undo = refund_ticket.compensation.undo_call
     Attempt.objects.filter(call=undo).update(health=Attempt.Health.FAILURE)
-    make_attempt(undo, 9, tool="refund", health=Attempt.Health.SUCCESS,
-                 started_at=timezone.now() + timedelta(seconds=1))  # fmt: skip
+    make_attempt(
+        undo,
+        9,
+        tool="refund",
+        health=Attempt.Health.SUCCESS,
+        started_at=timezone.now() + timedelta(seconds=1),
+    )
 
     page = _page(support, refund_ticket)
 

@@ -140,14 +140,19 @@ def make_run(agent: Agent, run_id: str, **fields: Any) -> Run:
     return Run.objects.create(agent=agent, run_id=run_id, **fields)
 
 
-def make_call(run: Run, tool_call_id: str, step_index: int, tool: str, status: str,
-              **fields: Any) -> ToolCall:  # fmt: skip
+def make_call(
+    run: Run, tool_call_id: str, step_index: int, tool: str, status: str, **fields: Any
+) -> ToolCall:
     fields.setdefault("call_id", f"c-{uuid.uuid4().hex}")
     fields.setdefault("args_digest", "x")
     return ToolCall.objects.create(
-        run=run, tool_call_id=tool_call_id, step_index=step_index, tool=tool, status=status,
+        run=run,
+        tool_call_id=tool_call_id,
+        step_index=step_index,
+        tool=tool,
+        status=status,
         **fields,
-    )  # fmt: skip
+    )
 
 
 def make_attempt(call: ToolCall, number: int, **fields: Any) -> Attempt:

@@ -17,9 +17,14 @@ from toolops.permissions import (
 from .conftest import PASSWORD, logged_in, make_user
 
 CONSOLE_PAGES = [
-    "/console/", "/console/runs/1/", "/console/tools/", "/console/tools/x/policy/",
-    "/console/unknown/", "/console/unknown/1/settle/", "/console/health/",
-]  # fmt: skip
+    "/console/",
+    "/console/runs/1/",
+    "/console/tools/",
+    "/console/tools/x/policy/",
+    "/console/unknown/",
+    "/console/unknown/1/settle/",
+    "/console/health/",
+]
 
 
 @pytest.mark.django_db
@@ -122,15 +127,27 @@ def test_it_answers_the_permission_helpers(
     operator: Any, reviewer: Any, support: Any, outsider: Any, superuser: Any
 ) -> None:
     assert [can_view_console(u) for u in (operator, reviewer, support, outsider, superuser)] == [
-        True, True, True, False, True,
-    ]  # fmt: skip
+        True,
+        True,
+        True,
+        False,
+        True,
+    ]
     assert [can_edit_policies(u) for u in (operator, reviewer, support, outsider, superuser)] == [
-        True, False, False, False, True,
-    ]  # fmt: skip
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
     for helper in (can_settle_unknown, can_control_breakers):
         assert [helper(u) for u in (operator, reviewer, support, outsider, superuser)] == [
-            True, False, False, False, True,
-        ]  # fmt: skip
+            True,
+            False,
+            False,
+            False,
+            True,
+        ]
     outsider.is_active = False
     superuser.is_active = False
     assert not can_view_console(superuser)

@@ -59,5 +59,7 @@ def test_a_revoked_token_is_refused_by_a_running_server_within_its_cache_time(
     # The server's token cache lets the old token through for at most AGENT_CACHE_S.
     wait_until(
         lambda: httpx.get(f"{server.url}/api/v1/tools", headers=headers).status_code == 401,
-        AGENT_CACHE_S + 5, every=0.2, failure="the revoked token was still accepted",
-    )  # fmt: skip
+        AGENT_CACHE_S + 5,
+        every=0.2,
+        failure="the revoked token was still accepted",
+    )

@@ -69,8 +69,9 @@ def test_an_operator_changes_a_limit_and_it_is_audited(
 def test_bad_input_is_a_clear_form_error(
     operator_client: Client, bot: Agent, value: str, error: str
 ) -> None:
-    answer = operator_client.post(f"/console/agents/{bot.pk}/rate-limit/",
-                                  {"rate_limit_per_minute": value})  # fmt: skip
+    answer = operator_client.post(
+        f"/console/agents/{bot.pk}/rate-limit/", {"rate_limit_per_minute": value}
+    )
     assert answer.status_code == 200
     assert error in answer.content.decode()
     assert Agent.objects.get(pk=bot.pk).rate_limit_per_minute == 120

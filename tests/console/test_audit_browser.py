@@ -24,9 +24,12 @@ def browser_page(live_server: Any) -> Iterator[Any]:
 
 
 def test_an_operator_finds_an_abort_in_the_audit_log(
-    live_server: Any, transactional_db: None, django_user_model: Any, agent_a: Any,
+    live_server: Any,
+    transactional_db: None,
+    django_user_model: Any,
+    agent_a: Any,
     browser_page: Any,
-) -> None:  # fmt: skip
+) -> None:
     from django.db import transaction
     from playwright.sync_api import expect
 
@@ -37,8 +40,12 @@ def test_an_operator_finds_an_abort_in_the_audit_log(
     support = make_user(django_user_model, "sam", "support")
     run = make_run(agent_a[0], "r-audit")
     with transaction.atomic():
-        audit_record(actor=support, action=Action.TICKET_COMMENT, obj=Ref("ticket", "3"),
-                     summary="Called the shop.")  # fmt: skip
+        audit_record(
+            actor=support,
+            action=Action.TICKET_COMMENT,
+            obj=Ref("ticket", "3"),
+            summary="Called the shop.",
+        )
     page = browser_page
     violations: list[str] = []
     page.on("console", lambda m: violations.append(m.text) if "Policy" in m.text else None)

@@ -21,17 +21,31 @@ pytestmark = pytest.mark.django_db
 URL = "/console/audit/"
 
 
-def entry(actor: Any, action: str, obj_id: str = "r-1", *, url: str = "", summary: str = "",
-          at: datetime | None = None) -> AuditEntry:  # fmt: skip
+def entry(
+    actor: Any,
+    action: str,
+    obj_id: str = "r-1",
+    *,
+    url: str = "",
+    summary: str = "",
+    at: datetime | None = None,
+) -> AuditEntry:
     if at is not None:
         # Written as of another day (a test's shortcut: the service takes the DB's clock).
         return AuditEntry.objects.create(
-            actor=actor, actor_username=actor.get_username(), action=action,
-            object_type="run", object_id=obj_id, object_url=url, summary=summary, at=at,
-        )  # fmt: skip
+            actor=actor,
+            actor_username=actor.get_username(),
+            action=action,
+            object_type="run",
+            object_id=obj_id,
+            object_url=url,
+            summary=summary,
+            at=at,
+        )
     with transaction.atomic():
-        return audit_record(actor=actor, action=action, obj=Ref("run", obj_id, url),
-                            summary=summary)  # fmt: skip
+        return audit_record(
+            actor=actor, action=action, obj=Ref("run", obj_id, url), summary=summary
+        )
 
 
 def ids(response: Any) -> list[int]:
@@ -41,8 +55,9 @@ def ids(response: Any) -> list[int]:
 def test_it_shows_operators_every_action_newest_first_with_its_link(
     operator_client: Client, operator: Any, support: Any
 ) -> None:
-    first = entry(support, Action.TICKET_COMMENT, "7", url="/console/tickets/7/",
-                  summary="Called the shop.")  # fmt: skip
+    first = entry(
+        support, Action.TICKET_COMMENT, "7", url="/console/tickets/7/", summary="Called the shop."
+    )
     second = entry(operator, Action.RUN_ABORT, "r-9", url="/console/runs/9/", summary="Aborted")
 
     response = operator_client.get(URL)

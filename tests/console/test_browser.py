@@ -28,29 +28,60 @@ def browser_page(live_server: Any) -> Iterator[Any]:
 
 
 def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
-    live_server: Any, transactional_db: None, django_user_model: Any,
-    agent_a: Any, browser_page: Any,
-) -> None:  # fmt: skip
+    live_server: Any,
+    transactional_db: None,
+    django_user_model: Any,
+    agent_a: Any,
+    browser_page: Any,
+) -> None:
     from playwright.sync_api import expect
 
     make_user(django_user_model, "rita", "reviewers")
     other = make_run(agent_a[0], "r-other", status="completed")
     make_call(other, "tc-unrelated", 0, "query_stock", "succeeded")
-    run = make_run(agent_a[0], "r-browser", session_key="conv-7", max_attempts=10,
-                   attempts_used=3)  # fmt: skip
-    make_call(run, "tc-stock", 0, "query_stock", "succeeded", args={"sku": "A12"},
-              result={"sku": "A12", "available": 3}, attempts=1)  # fmt: skip
+    run = make_run(agent_a[0], "r-browser", session_key="conv-7", max_attempts=10, attempts_used=3)
+    make_call(
+        run,
+        "tc-stock",
+        0,
+        "query_stock",
+        "succeeded",
+        args={"sku": "A12"},
+        result={"sku": "A12", "available": 3},
+        attempts=1,
+    )
     order = make_call(
-        run, "tc-order-77", 1, "create_order", "unknown", attempts=2,
-        idempotency_key="d" * 64, args={"sku": "A12", "qty": 1, "amount": "199.00"},
-        error_class="unknown", error_reason="timeout",
+        run,
+        "tc-order-77",
+        1,
+        "create_order",
+        "unknown",
+        attempts=2,
+        idempotency_key="d" * 64,
+        args={"sku": "A12", "qty": 1, "amount": "199.00"},
+        error_class="unknown",
+        error_reason="timeout",
         error_message="orders service timed out after 2 attempts",
         feedback="Order creation timed out and its outcome is unknown. Do not retry.",
-    )  # fmt: skip
-    make_attempt(order, 1, outcome="unknown", reason="timeout", error="read timeout",
-                 duration_ms=2000.4, downstream_request_id="req-order-1")  # fmt: skip
-    make_attempt(order, 2, purpose="reconcile", outcome="unknown", reason="timeout",
-                 waited_ms=210.0, downstream_request_id="req-lookup-1")  # fmt: skip
+    )
+    make_attempt(
+        order,
+        1,
+        outcome="unknown",
+        reason="timeout",
+        error="read timeout",
+        duration_ms=2000.4,
+        downstream_request_id="req-order-1",
+    )
+    make_attempt(
+        order,
+        2,
+        purpose="reconcile",
+        outcome="unknown",
+        reason="timeout",
+        waited_ms=210.0,
+        downstream_request_id="req-lookup-1",
+    )
     make_record(order, state="claimed", fence=2)
 
     page = browser_page
@@ -113,9 +144,13 @@ def test_it_finds_a_run_by_tool_call_id_and_shows_its_attempts(
 
 
 def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
-    live_server: Any, transactional_db: None, django_user_model: Any,
-    agent_a: Any, console_catalog: Any, browser_page: Any,
-) -> None:  # fmt: skip
+    live_server: Any,
+    transactional_db: None,
+    django_user_model: Any,
+    agent_a: Any,
+    console_catalog: Any,
+    browser_page: Any,
+) -> None:
     from django.utils import timezone
     from playwright.sync_api import expect
 
@@ -125,26 +160,57 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
     now = timezone.now()
     run = make_run(agent_a[0], "r-unknown")
     lost = make_call(
-        run, "tc-lost-order", 0, "create_order", "unknown", error_class="unknown",
-        error_reason="timeout", error_message="orders service timed out after 2 attempts",
-        client_reference="ref-77", reconcile_attempts=20, created_at=now - timedelta(minutes=42),
-    )  # fmt: skip
-    make_attempt(lost, 1, outcome="unknown", reason="timeout", tool="create_order",
-                 health="failure", downstream_request_id="req-o-1")  # fmt: skip
+        run,
+        "tc-lost-order",
+        0,
+        "create_order",
+        "unknown",
+        error_class="unknown",
+        error_reason="timeout",
+        error_message="orders service timed out after 2 attempts",
+        client_reference="ref-77",
+        reconcile_attempts=20,
+        created_at=now - timedelta(minutes=42),
+    )
+    make_attempt(
+        lost,
+        1,
+        outcome="unknown",
+        reason="timeout",
+        tool="create_order",
+        health="failure",
+        downstream_request_id="req-o-1",
+    )
     make_call(
-        run, "tc-notify", 1, "send_notification", "unknown", error_class="unknown",
-        error_reason="downstream_error", error_message="502 Bad Gateway",
+        run,
+        "tc-notify",
+        1,
+        "send_notification",
+        "unknown",
+        error_class="unknown",
+        error_reason="downstream_error",
+        error_message="502 Bad Gateway",
         created_at=now - timedelta(minutes=7),
-    )  # fmt: skip
+    )
     # Some history for the health page: flaky_warehouse failing over its 10 s window.
     lookup = make_call(run, "tc-lookup", 2, "flaky_warehouse", "failed", error_reason="timeout")
     for number, health in enumerate(["failure", "failure", "success"], start=1):
-        make_attempt(lookup, number, tool="flaky_warehouse", health=health, outcome="retry",
-                     duration_ms=30.0 * number)  # fmt: skip
+        make_attempt(
+            lookup,
+            number,
+            tool="flaky_warehouse",
+            health=health,
+            outcome="retry",
+            duration_ms=30.0 * number,
+        )
     CircuitBreaker.objects.create(
-        tool="flaky_warehouse", state="open", consecutive_failures=3, opened_at=now,
-        open_until=now + timedelta(seconds=60), reason="3 consecutive failures",
-    )  # fmt: skip
+        tool="flaky_warehouse",
+        state="open",
+        consecutive_failures=3,
+        opened_at=now,
+        open_until=now + timedelta(seconds=60),
+        reason="3 consecutive failures",
+    )
 
     page = browser_page
     page.goto(f"{live_server.url}/console/unknown/")
@@ -241,9 +307,13 @@ def test_it_lets_an_operator_settle_an_unknown_outcome_and_work_a_breaker(
 
 
 def test_a_live_page_told_of_many_changes_fetches_at_most_once_a_second(
-    live_server: Any, transactional_db: None, django_user_model: Any, agent_a: Any,
-    browser_page: Any, settings: Any,
-) -> None:  # fmt: skip
+    live_server: Any,
+    transactional_db: None,
+    django_user_model: Any,
+    agent_a: Any,
+    browser_page: Any,
+    settings: Any,
+) -> None:
     from playwright.sync_api import expect
 
     # The page is told of changes over its socket; the test stands in for the server.

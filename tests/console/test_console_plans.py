@@ -34,11 +34,18 @@ def fill(agent: Any) -> None:
     )
     calls = [
         # Every 10th call was refused before it had a key.
-        ToolCall(call_id=f"c{run.pk}-{s}", run=run, tool_call_id=f"t{s}", step_index=s,
-                 tool="create_order", idempotency_key="" if s % 10 == 9 else key(run.pk * 100 + s),
-                 status=ToolCall.Status.SUCCEEDED)
-        for run in runs for s in range(CALLS_PER_RUN)
-    ]  # fmt: skip
+        ToolCall(
+            call_id=f"c{run.pk}-{s}",
+            run=run,
+            tool_call_id=f"t{s}",
+            step_index=s,
+            tool="create_order",
+            idempotency_key="" if s % 10 == 9 else key(run.pk * 100 + s),
+            status=ToolCall.Status.SUCCEEDED,
+        )
+        for run in runs
+        for s in range(CALLS_PER_RUN)
+    ]
     ToolCall.objects.bulk_create(calls, batch_size=2000)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE toolops_run")

@@ -33,13 +33,30 @@ CHARGE = {"order_id": "ord-9", "amount": "199.00"}
 # Console routes that answer only a POST (a form's action): each is exercised through the
 # page whose form posts to it. Every other console route must be visited below.
 POST_ONLY = {
-    "logout", "breaker-force-open", "breaker-reset", "run-abort", "approval-decide",
-    "tickets-bulk", "ticket-assign", "ticket-retry", "ticket-resolve", "ticket-comment",
-    "ticket-snooze", "ticket-unsnooze",
-    "lockout-unlock", "notification-retry", "webhook-add", "webhook-test", "webhook-remove",
-    "policy-validate", "policy-simulate", "policy-apply", "policy-rollback", "policy-confirm",
+    "logout",
+    "breaker-force-open",
+    "breaker-reset",
+    "run-abort",
+    "approval-decide",
+    "tickets-bulk",
+    "ticket-assign",
+    "ticket-retry",
+    "ticket-resolve",
+    "ticket-comment",
+    "ticket-snooze",
+    "ticket-unsnooze",
+    "lockout-unlock",
+    "notification-retry",
+    "webhook-add",
+    "webhook-test",
+    "webhook-remove",
+    "policy-validate",
+    "policy-simulate",
+    "policy-apply",
+    "policy-rollback",
+    "policy-confirm",
     "policy-withdraw",
-}  # fmt: skip
+}
 # The inline script the test puts into a page, to see the policy refuse it.
 PROBE = "window.__ran = true"
 PROBE_HASH = base64.b64encode(hashlib.sha256(PROBE.encode()).digest()).decode()
@@ -91,19 +108,32 @@ def make_calls(http: httpx.Client) -> dict[str, Any]:
     """A run with a read that succeeded, a charge held for a reviewer, and a call whose
     outcome is unknown (its error text holds markup, as a downstream might send)."""
     assert http.post("/api/v1/runs", json={"run_id": "r-csp"}).status_code == 201
-    read = http.post("/api/v1/runs/r-csp/calls", json={
-        "step_index": 0, "tool": "query_stock", "args": {"sku": "A12"},
-        "tool_call_id": "tc-stock"})  # fmt: skip
+    read = http.post(
+        "/api/v1/runs/r-csp/calls",
+        json={
+            "step_index": 0,
+            "tool": "query_stock",
+            "args": {"sku": "A12"},
+            "tool_call_id": "tc-stock",
+        },
+    )
     assert read.json()["status"] == "succeeded", read.text
-    held = http.post("/api/v1/runs/r-csp/calls", json={
-        "step_index": 1, "tool": "charge", "args": CHARGE})  # fmt: skip
+    held = http.post(
+        "/api/v1/runs/r-csp/calls", json={"step_index": 1, "tool": "charge", "args": CHARGE}
+    )
     assert held.status_code == 202, held.text
     run = Run.objects.get(run_id="r-csp")
     lost = make_call(
-        run, "tc-lost", 2, "create_order", "unknown", idempotency_key="e" * 64,
-        error_class="unknown", error_reason="timeout",
+        run,
+        "tc-lost",
+        2,
+        "create_order",
+        "unknown",
+        idempotency_key="e" * 64,
+        error_class="unknown",
+        error_reason="timeout",
         error_message="<script>alert('lost')</script><b style='color:red'>timed out</b>",
-    )  # fmt: skip
+    )
     make_record(lost, state="claimed", fence=1)
     # An agent policy in force that changes nothing, for the policy pages to show.
     policy = apply_policy('default = "allow"\n', note="every agent may call every tool")
@@ -203,9 +233,13 @@ def visit_all(page: Any, base: str, pages: dict[str, str]) -> None:
     ],
 )
 def test_every_console_page_loads_with_no_csp_violation_and_still_works(
-    live: str, toolops_server: Callable[..., Any], shop: Shop, admin_user: Any,
-    agent_a: tuple[Agent, str], page: Any,
-) -> None:  # fmt: skip
+    live: str,
+    toolops_server: Callable[..., Any],
+    shop: Shop,
+    admin_user: Any,
+    agent_a: tuple[Agent, str],
+    page: Any,
+) -> None:
     from playwright.sync_api import expect
 
     server = toolops_server(REDIS_URL=REDIS_URL if live == "push" else "")
@@ -231,8 +265,10 @@ def test_every_console_page_loads_with_no_csp_violation_and_still_works(
             # The WebSocket to this origin is allowed by connect-src 'self'.
             expect(page.locator("body")).to_have_attribute("data-push-connected", "1")
         page.evaluate("window.__notReloaded = true")
-        later = http.post("/api/v1/runs/r-csp/calls", json={
-            "step_index": 3, "tool": "query_stock", "args": {"sku": "B7"}})  # fmt: skip
+        later = http.post(
+            "/api/v1/runs/r-csp/calls",
+            json={"step_index": 3, "tool": "query_stock", "args": {"sku": "B7"}},
+        )
         assert later.json()["status"] == "succeeded", later.text
         expect(page.locator(f"#call-{later.json()['call_id']}")).to_contain_text(
             "query_stock", timeout=8_000

@@ -24,8 +24,11 @@ RESET = "/console/health/create_order/reset/"
 
 
 def force_data(minutes: str = "45", reason: str = "orders DB failover") -> dict[str, str]:
-    return {"create_order-minutes": minutes, "create_order-reason": reason,
-            "create_order-confirm": "on"}  # fmt: skip
+    return {
+        "create_order-minutes": minutes,
+        "create_order-reason": reason,
+        "create_order-confirm": "on",
+    }
 
 
 @pytest.fixture
@@ -34,15 +37,17 @@ def call(agent_a: tuple[Agent, str]) -> ToolCall:
     return make_call(run, "tc-h", 0, "create_order", "succeeded")
 
 
-def attempts(call: ToolCall, tool: str, seconds_ago: float, *healths: str,
-             duration_ms: float = 10.0) -> None:  # fmt: skip
+def attempts(
+    call: ToolCall, tool: str, seconds_ago: float, *healths: str, duration_ms: float = 10.0
+) -> None:
     """One Attempt per health, started `seconds_ago`, straight into the table."""
     start = timezone.now() - timedelta(seconds=seconds_ago)
     number = Attempt.objects.filter(call=call).count()
     for health in healths:
         number += 1
-        make_attempt(call, number, tool=tool, health=health, started_at=start,
-                     duration_ms=duration_ms)  # fmt: skip
+        make_attempt(
+            call, number, tool=tool, health=health, started_at=start, duration_ms=duration_ms
+        )
 
 
 def rows_by_tool(response: Any) -> dict[str, Any]:
@@ -83,21 +88,29 @@ def test_it_shows_a_tripped_and_a_forced_breaker(
 ) -> None:
     opened = timezone.now() - timedelta(seconds=20)
     CircuitBreaker.objects.create(
-        tool="flaky_warehouse", state="open", consecutive_failures=3, opened_at=opened,
-        open_until=opened + timedelta(seconds=60), reason="3 consecutive failures",
-    )  # fmt: skip
+        tool="flaky_warehouse",
+        state="open",
+        consecutive_failures=3,
+        opened_at=opened,
+        open_until=opened + timedelta(seconds=60),
+        reason="3 consecutive failures",
+    )
     breaker.force_open(tool="send_notification", seconds=600, reason="mail relay blacklisted")
     CircuitBreaker.objects.create(
-        tool="query_order", state="half_open", consecutive_failures=1,
+        tool="query_order",
+        state="half_open",
+        consecutive_failures=1,
         probe_until=timezone.now() + timedelta(seconds=7),
-    )  # fmt: skip
+    )
 
     response = reviewer_client.get("/console/health/")
 
     rows = rows_by_tool(response)
     assert [rows[t].state for t in ("flaky_warehouse", "send_notification", "query_order")] == [
-        "open", "open", "half_open",
-    ]  # fmt: skip
+        "open",
+        "open",
+        "half_open",
+    ]
     page = response.content.decode()
     flaky = page.split('id="health-flaky_warehouse"')[1].split("</tr>")[0]
     assert '<span class="badge b-open">open</span>' in flaky
@@ -119,8 +132,7 @@ def test_it_computes_failure_rates_over_each_tools_own_window(
     reviewer_client: Client, console_catalog: Any, call: ToolCall
 ) -> None:
     # create_order: the default 60 s window.
-    attempts(call, "create_order", 5, "failure", "failure", "failure", "success",
-             duration_ms=100.0)  # fmt: skip
+    attempts(call, "create_order", 5, "failure", "failure", "failure", "success", duration_ms=100.0)
     attempts(call, "create_order", 5, "neutral", "neutral", duration_ms=100.0)  # no say
     attempts(call, "create_order", 120, "failure", "failure", "failure")  # before the window
     # flaky_warehouse: a 10 s window; the failure 30 s ago is outside it.
@@ -159,9 +171,12 @@ HEALTH_QUERIES = 9
 
 @pytest.mark.parametrize("busy", [False, True])
 def test_it_shows_every_tool_in_a_constant_number_of_queries(
-    operator_client: Client, console_catalog: Any, call: ToolCall,
-    django_assert_num_queries: Any, busy: bool,
-) -> None:  # fmt: skip
+    operator_client: Client,
+    console_catalog: Any,
+    call: ToolCall,
+    django_assert_num_queries: Any,
+    busy: bool,
+) -> None:
     if busy:
         for name in registry.load():
             attempts(call, name, 1, "failure", "success", "neutral")
@@ -227,8 +242,9 @@ def test_it_forces_a_breaker_open_and_audits_it(
 def test_it_forces_open_a_breaker_that_had_tripped(
     operator_client: Client, console_catalog: Any
 ) -> None:
-    CircuitBreaker.objects.create(tool="create_order", state="open", consecutive_failures=5,
-                                  reason="5 consecutive failures")  # fmt: skip
+    CircuitBreaker.objects.create(
+        tool="create_order", state="open", consecutive_failures=5, reason="5 consecutive failures"
+    )
 
     operator_client.post(FORCE, force_data(minutes="1440", reason="hold it"))
 
@@ -359,8 +375,12 @@ def test_it_answers_405_to_a_get_and_404_to_an_unknown_tool(
 ) -> None:
     assert operator_client.get(FORCE).status_code == 405
     assert operator_client.get(RESET).status_code == 405
-    assert operator_client.post("/console/health/nope/force-open/", {
-        "nope-minutes": "5", "nope-reason": "x"}).status_code == 404  # fmt: skip
+    assert (
+        operator_client.post(
+            "/console/health/nope/force-open/", {"nope-minutes": "5", "nope-reason": "x"}
+        ).status_code
+        == 404
+    )
     assert operator_client.post("/console/health/nope/reset/").status_code == 404
     assert not CircuitBreaker.objects.exists()
     assert not BREAKERS.exists()

@@ -32,8 +32,15 @@ def quiet_run(agent: Agent, run_id: str, minutes: float, status: str = "succeede
     """A running run whose one call was made and ended `minutes` ago."""
     at = timezone.now() - timedelta(minutes=minutes)
     run = make_run(agent, run_id, created_at=at - timedelta(seconds=5))
-    call = make_call(run, f"{run_id}-tc", 0, "reserve_stock", status, created_at=at,
-                     finished_at=at if status == "succeeded" else None)  # fmt: skip
+    call = make_call(
+        run,
+        f"{run_id}-tc",
+        0,
+        "reserve_stock",
+        status,
+        created_at=at,
+        finished_at=at if status == "succeeded" else None,
+    )
     if status == "succeeded":
         Compensation.objects.create(
             run=run, call=call, tool="release_stock", args={"reservation_id": "r-1"}, key=run_id

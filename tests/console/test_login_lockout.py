@@ -105,8 +105,9 @@ def test_it_unlocks_by_itself_after_15_minutes(reviewer: Any) -> None:
     for _ in range(3):
         assert login(client, "rita", PASSWORD).status_code == 429
 
-    AccessAttempt.objects.update(attempt_time=AccessAttempt.objects.get().attempt_time
-                                 - timedelta(minutes=15, seconds=1))  # fmt: skip
+    AccessAttempt.objects.update(
+        attempt_time=AccessAttempt.objects.get().attempt_time - timedelta(minutes=15, seconds=1)
+    )
 
     assert login(client, "rita", PASSWORD).status_code == 302
 

@@ -46,10 +46,13 @@ def test_a_breaker_past_its_cooldown_is_half_open_on_every_page(
     operator_client: Client, console_catalog: Any
 ) -> None:
     CircuitBreaker.objects.create(
-        tool="flaky_warehouse", state="open", consecutive_failures=3, reason="3 in a row",
+        tool="flaky_warehouse",
+        state="open",
+        consecutive_failures=3,
+        reason="3 in a row",
         opened_at=timezone.now() - timedelta(minutes=2),
         open_until=timezone.now() - timedelta(seconds=30),
-    )  # fmt: skip
+    )
 
     assert health_cell(operator_client, "flaky_warehouse") == ("half-open the next call is a probe")
     assert metrics_tile(operator_client, "flaky_warehouse").startswith(
@@ -65,8 +68,9 @@ def test_a_cooling_breaker_is_open_until_the_same_time_on_every_page(
     operator_client: Client, console_catalog: Any
 ) -> None:
     until = timezone.now() + timedelta(minutes=3)
-    CircuitBreaker.objects.create(tool="flaky_warehouse", state="open", open_until=until,
-                                  reason="3 in a row")  # fmt: skip
+    CircuitBreaker.objects.create(
+        tool="flaky_warehouse", state="open", open_until=until, reason="3 in a row"
+    )
 
     health = health_cell(operator_client, "flaky_warehouse")
     tile = metrics_tile(operator_client, "flaky_warehouse")
@@ -79,8 +83,12 @@ def test_a_cooling_breaker_is_open_until_the_same_time_on_every_page(
 def test_an_operators_hold_that_ran_out_is_closed_on_every_page(
     operator_client: Client, console_catalog: Any
 ) -> None:
-    CircuitBreaker.objects.create(tool="create_order", state="open", forced=True,
-                                  open_until=timezone.now() - timedelta(seconds=1))  # fmt: skip
+    CircuitBreaker.objects.create(
+        tool="create_order",
+        state="open",
+        forced=True,
+        open_until=timezone.now() - timedelta(seconds=1),
+    )
 
     assert health_cell(operator_client, "create_order") == "closed"
     assert metrics_tile(operator_client, "create_order").startswith("Breaker closed ")

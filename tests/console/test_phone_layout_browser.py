@@ -55,9 +55,14 @@ def scene(
     ticket = dead_letter(agent, f"{LONG_RUN}-undo")
     start = timezone.now() - timedelta(minutes=3)
     run = make_run(
-        agent, LONG_RUN, status="completed", session_key="s-" + "7" * 40, attempts_used=5,
-        created_at=start, ended_at=start + timedelta(seconds=9),
-    )  # fmt: skip
+        agent,
+        LONG_RUN,
+        status="completed",
+        session_key="s-" + "7" * 40,
+        attempts_used=5,
+        created_at=start,
+        ended_at=start + timedelta(seconds=9),
+    )
     lanes = [
         ("create_order", "succeeded", ["ok"]),
         ("flaky_warehouse", "succeeded", ["retry", "ok"]),
@@ -66,17 +71,30 @@ def scene(
     for step, (tool, status, outcomes) in enumerate(lanes):
         at = start + timedelta(seconds=2 * step)
         call = make_call(
-            run, f"tc-{step}-{'f' * 30}", step, tool, status, attempts=len(outcomes),
-            idempotency_key=f"{step}" * 64, args={"order_id": "ord_99b3f0129b494e2c"},
-            created_at=at, finished_at=at + timedelta(seconds=1.5),
+            run,
+            f"tc-{step}-{'f' * 30}",
+            step,
+            tool,
+            status,
+            attempts=len(outcomes),
+            idempotency_key=f"{step}" * 64,
+            args={"order_id": "ord_99b3f0129b494e2c"},
+            created_at=at,
+            finished_at=at + timedelta(seconds=1.5),
             error_message="connection reset by the notifications service " * 3
-            if status == "failed" else "",
-        )  # fmt: skip
+            if status == "failed"
+            else "",
+        )
         for number, outcome in enumerate(outcomes, start=1):
-            make_attempt(call, number, outcome=outcome, duration_ms=410.0 * number,
-                         started_at=at + timedelta(milliseconds=500 * (number - 1)),
-                         waited_ms=100.0 if number > 1 else 0.0,
-                         downstream_request_id=f"req_{'0b28286cd4a540a0' * 2}")  # fmt: skip
+            make_attempt(
+                call,
+                number,
+                outcome=outcome,
+                duration_ms=410.0 * number,
+                started_at=at + timedelta(milliseconds=500 * (number - 1)),
+                waited_ms=100.0 if number > 1 else 0.0,
+                downstream_request_id=f"req_{'0b28286cd4a540a0' * 2}",
+            )
         make_record(call, state="recorded", fence=len(outcomes))
     return SimpleNamespace(approval=approval, ticket=ticket, run=run)
 

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def run(agent_a: tuple[Agent, str]) -> Run:
     run = make_run(agent_a[0], "r-abort")
-    reserve = make_call(run, "tc-1", 0, "reserve_stock", "succeeded",
-                        result={"reservation_id": "res-1"})  # fmt: skip
-    Compensation.objects.create(run=run, call=reserve, tool="release_stock",
-                                args={"reservation_id": "res-1"}, key="r" * 64)  # fmt: skip
+    reserve = make_call(
+        run, "tc-1", 0, "reserve_stock", "succeeded", result={"reservation_id": "res-1"}
+    )
+    Compensation.objects.create(
+        run=run, call=reserve, tool="release_stock", args={"reservation_id": "res-1"}, key="r" * 64
+    )
     return run
 
 

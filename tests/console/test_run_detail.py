@@ -23,29 +23,79 @@ KEY = "5f1c0a2b9d8e7f60" + "a" * 48
 def run(agent_a: tuple[Agent, str]) -> Run:
     """tc-1 query_stock succeeded; tc-2 reserve_stock succeeded after a retry; tc-3
     create_order unknown after a timeout, with its claim still held."""
-    run = make_run(agent_a[0], "r-118", trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-                   session_key="conv-42", max_attempts=20, attempts_used=4,
-                   tokens_used=5100)  # fmt: skip
-    make_call(run, "tc-1", 0, "query_stock", "succeeded", args={"sku": "A12"},
-              result={"sku": "A12", "available": 7}, attempts=1)  # fmt: skip
-    reserve = make_call(run, "tc-2", 1, "reserve_stock", "succeeded", attempts=2,
-                        args={"sku": "A12", "qty": 1}, idempotency_key="b" * 64,
-                        result={"reservation_id": "res-9"})  # fmt: skip
-    make_attempt(reserve, 1, http_status=503, outcome="retry", reason="downstream_error",
-                 error="503 Service Unavailable", downstream_request_id="req-first")  # fmt: skip
+    run = make_run(
+        agent_a[0],
+        "r-118",
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        session_key="conv-42",
+        max_attempts=20,
+        attempts_used=4,
+        tokens_used=5100,
+    )
+    make_call(
+        run,
+        "tc-1",
+        0,
+        "query_stock",
+        "succeeded",
+        args={"sku": "A12"},
+        result={"sku": "A12", "available": 7},
+        attempts=1,
+    )
+    reserve = make_call(
+        run,
+        "tc-2",
+        1,
+        "reserve_stock",
+        "succeeded",
+        attempts=2,
+        args={"sku": "A12", "qty": 1},
+        idempotency_key="b" * 64,
+        result={"reservation_id": "res-9"},
+    )
+    make_attempt(
+        reserve,
+        1,
+        http_status=503,
+        outcome="retry",
+        reason="downstream_error",
+        error="503 Service Unavailable",
+        downstream_request_id="req-first",
+    )
     make_attempt(reserve, 2, http_status=201, waited_ms=180.0, downstream_request_id="req-second")
     make_record(reserve, state="recorded")
     order = make_call(
-        run, "tc-3", 2, "create_order", "unknown", attempts=2, idempotency_key=KEY,
+        run,
+        "tc-3",
+        2,
+        "create_order",
+        "unknown",
+        attempts=2,
+        idempotency_key=KEY,
         args={"sku": "A12", "qty": 1, "amount": "199.00"},
-        error_class="unknown", error_reason="timeout",
+        error_class="unknown",
+        error_reason="timeout",
         error_message="orders service timed out after 2 attempts",
         feedback="Order creation timed out and its outcome is unknown. Do not retry.",
-    )  # fmt: skip
-    make_attempt(order, 1, outcome="unknown", reason="timeout", error="read timeout",
-                 duration_ms=2001.0, downstream_request_id="req-order-1")  # fmt: skip
-    make_attempt(order, 2, purpose="reconcile", outcome="unknown", reason="timeout",
-                 duration_ms=2002.0, downstream_request_id="req-lookup-1")  # fmt: skip
+    )
+    make_attempt(
+        order,
+        1,
+        outcome="unknown",
+        reason="timeout",
+        error="read timeout",
+        duration_ms=2001.0,
+        downstream_request_id="req-order-1",
+    )
+    make_attempt(
+        order,
+        2,
+        purpose="reconcile",
+        outcome="unknown",
+        reason="timeout",
+        duration_ms=2002.0,
+        downstream_request_id="req-lookup-1",
+    )
     make_record(order, state="claimed", fence=2)
     return run
 
@@ -53,8 +103,13 @@ def run(agent_a: tuple[Agent, str]) -> Run:
 def test_it_shows_the_run_header(reviewer_client: Client, run: Run) -> None:
     page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
 
-    for text in ("r-118", "4bf92f3577b34da6a3ce929d0e0e4736", "conv-42", "agent-a",
-                 '<span class="badge s-running">running</span>'):  # fmt: skip
+    for text in (
+        "r-118",
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+        "conv-42",
+        "agent-a",
+        '<span class="badge s-running">running</span>',
+    ):
         assert text in page
     assert re.search(r"attempts used / budget</dt>\s*<dd>4 / 20</dd>", page)
     assert re.search(r"tokens used / budget</dt>\s*<dd>5100 / no limit</dd>", page)
@@ -86,8 +141,16 @@ def test_it_shows_each_calls_attempts_error_feedback_and_key(
     positions = [page.index(f'id="call-{ids[f"tc-{n}"]}"') for n in (1, 2, 3)]
     assert positions == sorted(positions)
     # Attempts, with the retry's backoff and both downstream request ids.
-    for text in ("req-first", "req-second", "503 Service Unavailable", "180.0", "reconcile",
-                 "req-order-1", "2001.0", '<span class="badge o-retry">retry</span>'):  # fmt: skip
+    for text in (
+        "req-first",
+        "req-second",
+        "503 Service Unavailable",
+        "180.0",
+        "reconcile",
+        "req-order-1",
+        "2001.0",
+        '<span class="badge o-retry">retry</span>',
+    ):
         assert text in page
     # The key, shortened, with the full value in the title.
     assert f'<code title="{KEY}">{KEY[:12]}…</code>' in page
@@ -116,8 +179,15 @@ def test_it_escapes_what_agents_and_downstreams_sent(
     reviewer_client: Client, agent_a: tuple[Agent, str]
 ) -> None:
     run = make_run(agent_a[0], "r-xss")
-    make_call(run, "tc-x", 0, "query_stock", "failed", args={"sku": "<script>alert(1)</script>"},
-              error_message="<img src=x onerror=alert(1)>")  # fmt: skip
+    make_call(
+        run,
+        "tc-x",
+        0,
+        "query_stock",
+        "failed",
+        args={"sku": "<script>alert(1)</script>"},
+        error_message="<img src=x onerror=alert(1)>",
+    )
 
     page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
 
@@ -156,8 +226,9 @@ def test_it_serves_the_body_fragment_to_htmx(reviewer_client: Client, run: Run) 
 
 def add_calls(run: Run, count: int) -> None:
     for i in range(count):
-        call = make_call(run, f"more-{i}", 10 + i, "reserve_stock", "succeeded",
-                         idempotency_key=f"{i:064d}")  # fmt: skip
+        call = make_call(
+            run, f"more-{i}", 10 + i, "reserve_stock", "succeeded", idempotency_key=f"{i:064d}"
+        )
         make_attempt(call, 1)
         make_attempt(call, 2)
         make_record(call)
@@ -192,10 +263,14 @@ def test_it_shows_a_run_made_through_the_api(
     assert api.post("/api/v1/runs", {"run_id": "r-real"}, format="json").status_code == 201
     answer = api.post(
         "/api/v1/runs/r-real/calls",
-        {"step_index": 0, "tool": "reserve_stock", "args": {"sku": "A12", "qty": 1},
-         "tool_call_id": "tc-reserve"},
+        {
+            "step_index": 0,
+            "tool": "reserve_stock",
+            "args": {"sku": "A12", "qty": 1},
+            "tool_call_id": "tc-reserve",
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert answer.json()["status"] == "succeeded", answer.json()
     call = ToolCall.objects.get(tool_call_id="tc-reserve")
 

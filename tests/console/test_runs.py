@@ -27,16 +27,32 @@ def run_ids(response: Any) -> list[str]:
 def runs(agent_a: tuple[Agent, str], agent_b: tuple[Agent, str]) -> dict[str, Run]:
     """r-old (agent-a, completed), r-mid (agent-b, running), r-new (agent-a, aborted)."""
     now = timezone.now()
-    old = make_run(agent_a[0], "r-old", status="completed", trace_id="aaaa" + "0" * 28,
-                   created_at=now - timedelta(minutes=3))  # fmt: skip
-    mid = make_run(agent_b[0], "r-mid", status="running", trace_id="bbbb" + "0" * 28,
-                   created_at=now - timedelta(minutes=2))  # fmt: skip
-    new = make_run(agent_a[0], "r-new", status="aborted", trace_id="cccc" + "0" * 28,
-                   created_at=now - timedelta(minutes=1))  # fmt: skip
+    old = make_run(
+        agent_a[0],
+        "r-old",
+        status="completed",
+        trace_id="aaaa" + "0" * 28,
+        created_at=now - timedelta(minutes=3),
+    )
+    mid = make_run(
+        agent_b[0],
+        "r-mid",
+        status="running",
+        trace_id="bbbb" + "0" * 28,
+        created_at=now - timedelta(minutes=2),
+    )
+    new = make_run(
+        agent_a[0],
+        "r-new",
+        status="aborted",
+        trace_id="cccc" + "0" * 28,
+        created_at=now - timedelta(minutes=1),
+    )
     make_call(old, "tc-stock-1", 0, "query_stock", "succeeded")
     make_call(old, "tc-order-1", 1, "create_order", "succeeded")
-    make_call(mid, "tc-stock-2", 0, "query_stock", "failed", error_class="retry",
-              error_reason="timeout")  # fmt: skip
+    make_call(
+        mid, "tc-stock-2", 0, "query_stock", "failed", error_class="retry", error_reason="timeout"
+    )
     return {"old": old, "mid": mid, "new": new}
 
 
@@ -178,8 +194,13 @@ def _succeeded_with_undo(run: Run, undo_status: str, *undo_tools: str) -> None:
     for step, tool in enumerate(tools):
         call = make_call(run, f"tc-{step}", step, tool, "succeeded")
         if step < len(undo_tools):
-            Compensation.objects.create(run=run, call=call, tool=undo_tools[step],
-                                        status=undo_status, key=f"{run.pk}-{step}")  # fmt: skip
+            Compensation.objects.create(
+                run=run,
+                call=call,
+                tool=undo_tools[step],
+                status=undo_status,
+                key=f"{run.pk}-{step}",
+            )
 
 
 def test_it_says_an_aborted_run_was_aborted_and_what_was_undone(

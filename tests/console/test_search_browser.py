@@ -31,22 +31,32 @@ def rita(django_user_model: Any, settings: Any) -> Any:
 
 @pytest.mark.parametrize("width", [1400, 390])
 def test_a_customers_email_in_the_search_box_lists_their_runs(
-    toolops_server: Callable[..., Any], shop: Shop, rita: Any, agent_a: tuple[Agent, str],
+    toolops_server: Callable[..., Any],
+    shop: Shop,
+    rita: Any,
+    agent_a: tuple[Agent, str],
     width: int,
-) -> None:  # fmt: skip
+) -> None:
     from playwright.sync_api import expect
 
     allow_without_approval("create_order")
     server = toolops_server(REDIS_URL="")
     auth = {"Authorization": f"Bearer {agent_a[1]}"}
     with httpx.Client(base_url=server.url, headers=auth, timeout=30) as http:
-        for run_id, email in (("r-ann-1", "ann@example.com"), ("r-ann-2", "ann@example.com"),
-                              ("r-bob", "bob@example.com")):  # fmt: skip
+        for run_id, email in (
+            ("r-ann-1", "ann@example.com"),
+            ("r-ann-2", "ann@example.com"),
+            ("r-bob", "bob@example.com"),
+        ):
             assert http.post("/api/v1/runs", json={"run_id": run_id}).status_code == 201
-            order = http.post(f"/api/v1/runs/{run_id}/calls", json={
-                "step_index": 0, "tool": "create_order",
-                "args": {"sku": "A12", "qty": 1, "amount": "89.00", "email": email},
-            })  # fmt: skip
+            order = http.post(
+                f"/api/v1/runs/{run_id}/calls",
+                json={
+                    "step_index": 0,
+                    "tool": "create_order",
+                    "args": {"sku": "A12", "qty": 1, "amount": "89.00", "email": email},
+                },
+            )
             assert order.json()["status"] == "succeeded", order.text
 
     with open_page() as page:

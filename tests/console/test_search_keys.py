@@ -39,8 +39,9 @@ def buy(api: APIClient, shop: Shop) -> Callable[..., dict[str, Any]]:
 
     def run(run_id: str, email: str = EMAIL) -> dict[str, Any]:
         start_run(api, run_id=run_id)
-        order = call_ok(api, run_id=run_id, step_index=0, tool="create_order",
-                        args={**ORDER, "email": email})  # fmt: skip
+        order = call_ok(
+            api, run_id=run_id, step_index=0, tool="create_order", args={**ORDER, "email": email}
+        )
         order_id = order["result"]["order_id"]
         args = {"order_id": order_id, "amount": "89.00", "email": email}
         charge = call_ok(api, run_id=run_id, step_index=1, tool="charge", args=args)
@@ -92,9 +93,7 @@ def test_the_index_holds_no_searchable_value_in_plain(
     buy: Callable[..., dict[str, Any]],
 ) -> None:
     results = buy("r-buy")
-    plain = {
-        EMAIL, EMAIL.lower(), results["charge"]["order_id"], results["charge"]["charge_id"]
-    }  # fmt: skip
+    plain = {EMAIL, EMAIL.lower(), results["charge"]["order_id"], results["charge"]["charge_id"]}
 
     rows = list(SearchKey.objects.values_list("field", "digest"))
     with connection.cursor() as cursor:  # every column, as the table holds it
@@ -127,8 +126,9 @@ def statements_of_an_order(api: APIClient, run_id: str) -> list[str]:
     start_run(api, run_id=run_id)
     call_ok(api, run_id=run_id, step_index=0, tool="query_stock", args={"sku": "A12"})  # warm
     with CaptureQueriesContext(connection) as ctx:
-        order = call_ok(api, run_id=run_id, step_index=1, tool="create_order",
-                        args={**ORDER, "email": EMAIL})  # fmt: skip
+        order = call_ok(
+            api, run_id=run_id, step_index=1, tool="create_order", args={**ORDER, "email": EMAIL}
+        )
     assert order["status"] == "succeeded"
     # The savepoints are the test's own transaction around the claim (store.py).
     return [q["sql"] for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"][:20]]
@@ -193,10 +193,15 @@ def test_a_charge_waiting_for_a_reviewer_is_found_by_the_customers_email_and_the
     allow_without_approval("create_order")
     start_run(api, run_id="r-held")
     order = call_ok(api, run_id="r-held", step_index=0, tool="create_order", args=ORDER)
-    response = api.post("/api/v1/runs/r-held/calls", {
-        "step_index": 1, "tool": "charge",
-        "args": {"order_id": order["result"]["order_id"], "amount": "89.00", "email": EMAIL},
-    }, format="json")  # fmt: skip
+    response = api.post(
+        "/api/v1/runs/r-held/calls",
+        {
+            "step_index": 1,
+            "tool": "charge",
+            "args": {"order_id": order["result"]["order_id"], "amount": "89.00", "email": EMAIL},
+        },
+        format="json",
+    )
     assert response.json()["status"] == "pending_approval", response.content
     held = ToolCall.objects.get(run__run_id="r-held", tool="charge")
     at_the_charge = f"/console/runs/{held.run_id}/#call-{held.call_id}"
@@ -206,8 +211,9 @@ def test_a_charge_waiting_for_a_reviewer_is_found_by_the_customers_email_and_the
 
     approval = Approval.objects.get(call=held)
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
-        approval_decide(approval=approval, by=reviewer, approve=True, note="",
-                        args_hash=approval.args_hash)  # fmt: skip
+        approval_decide(
+            approval=approval, by=reviewer, approve=True, note="", args_hash=approval.args_hash
+        )
     assert execute_approved_call(approval.pk) == "succeeded"
     charge_id = ToolCall.objects.get(pk=held.pk).result["charge_id"]
 
@@ -237,12 +243,14 @@ def test_a_reads_searchable_values_are_written_with_the_read(
     registry.reset()
     allow_without_approval("create_order")
     start_run(api, run_id="r-order")
-    order_id = call_ok(api, run_id="r-order", step_index=0, tool="create_order",
-                       args=ORDER)["result"]["order_id"]  # fmt: skip
+    order_id = call_ok(api, run_id="r-order", step_index=0, tool="create_order", args=ORDER)[
+        "result"
+    ]["order_id"]
     start_run(api, run_id="r-look")
     try:
-        looked = call_ok(api, run_id="r-look", step_index=0, tool="look_up_order",
-                         args={"order_id": order_id})  # fmt: skip
+        looked = call_ok(
+            api, run_id="r-look", step_index=0, tool="look_up_order", args={"order_id": order_id}
+        )
     finally:
         catalog.unlink()
     assert looked["status"] == "succeeded", looked

@@ -17,10 +17,15 @@ pytestmark = pytest.mark.django_db
 POLICY_EDITS = AuditEntry.objects.filter(action="policy.edit")
 URL = "/console/tools/create_order/policy/"
 EMPTY = {
-    "timeout_s": "", "max_attempts": "", "backoff_base_s": "", "backoff_cap_s": "",
-    "requires_approval": "unknown", "approval_ttl_s": "", "session_dedupe_window_s": "",
+    "timeout_s": "",
+    "max_attempts": "",
+    "backoff_base_s": "",
+    "backoff_cap_s": "",
+    "requires_approval": "unknown",
+    "approval_ttl_s": "",
+    "session_dedupe_window_s": "",
     "approvals_required": "",
-}  # fmt: skip
+}
 
 
 def test_it_lists_public_and_internal_tools_with_their_policy(

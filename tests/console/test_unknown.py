@@ -41,9 +41,13 @@ def unknown(run: Run, console_catalog: Any) -> ToolCall:
     """create_order tc-lost, unknown for 10 minutes, the worker's next look in 5 minutes."""
     now = timezone.now()
     return make_unknown(
-        run, "tc-lost", created_at=now - timedelta(minutes=10), reconcile_attempts=3,
-        next_reconcile_at=now + timedelta(minutes=5), client_reference="ref-77",
-    )  # fmt: skip
+        run,
+        "tc-lost",
+        created_at=now - timedelta(minutes=10),
+        reconcile_attempts=3,
+        next_reconcile_at=now + timedelta(minutes=5),
+        client_reference="ref-77",
+    )
 
 
 def settle_url(call: ToolCall) -> str:
@@ -52,8 +56,16 @@ def settle_url(call: ToolCall) -> str:
 
 def fields_of(call: ToolCall) -> tuple[Any, ...]:
     call.refresh_from_db()
-    return (call.status, call.settled_by_id, call.settle_note, call.feedback, call.result,
-            call.error_class, call.error_message, call.next_reconcile_at)  # fmt: skip
+    return (
+        call.status,
+        call.settled_by_id,
+        call.settle_note,
+        call.feedback,
+        call.result,
+        call.error_class,
+        call.error_message,
+        call.next_reconcile_at,
+    )
 
 
 # -- the list ------------------------------------------------------------------------------
@@ -65,11 +77,21 @@ def test_it_lists_unknown_calls_oldest_first_with_what_a_person_needs(
     now = timezone.now()
     other = make_run(agent_b[0], "r-other")
     needs_person = make_unknown(
-        other, "tc-notify", "send_notification", created_at=now - timedelta(hours=2),
-        error_reason="downstream_error", error_message="502 Bad Gateway", reconcile_attempts=0,
-    )  # fmt: skip
-    make_unknown(run, "tc-newest", step_index=3, created_at=now - timedelta(seconds=30),
-                 next_reconcile_at=now - timedelta(seconds=1))  # fmt: skip
+        other,
+        "tc-notify",
+        "send_notification",
+        created_at=now - timedelta(hours=2),
+        error_reason="downstream_error",
+        error_message="502 Bad Gateway",
+        reconcile_attempts=0,
+    )
+    make_unknown(
+        run,
+        "tc-newest",
+        step_index=3,
+        created_at=now - timedelta(seconds=30),
+        next_reconcile_at=now - timedelta(seconds=1),
+    )
     make_call(run, "tc-done", 1, "create_order", "succeeded")
     make_call(run, "tc-failed", 2, "create_order", "failed", error_reason="timeout")
 
@@ -82,14 +104,29 @@ def test_it_lists_unknown_calls_oldest_first_with_what_a_person_needs(
     page = response.content.decode()
     row = page.split(f'id="unknown-{needs_person.pk}"')[1].split("</tr>")[0]
     link = f'href="/console/calls/{needs_person.call_id}/"'
-    for text in ("send_notification", "tc-notify", link, "r-other", "agent-b", "2 h",
-                 "downstream_error", "502 Bad Gateway", "needs a person",
-                 "no query tool"):  # fmt: skip
+    for text in (
+        "send_notification",
+        "tc-notify",
+        link,
+        "r-other",
+        "agent-b",
+        "2 h",
+        "downstream_error",
+        "502 Bad Gateway",
+        "needs a person",
+        "no query tool",
+    ):
         assert text in row, text
     lost = page.split(f'id="unknown-{unknown.pk}"')[1].split("</tr>")[0]
-    for text in ("agent-a", "10 min", "timeout", "orders service timed out",
-                 'title="3 of 20 worker looks found no answer">0<',
-                 "in 4 min", "<code>query_order</code>"):  # fmt: skip
+    for text in (
+        "agent-a",
+        "10 min",
+        "timeout",
+        "orders service timed out",
+        'title="3 of 20 worker looks found no answer">0<',
+        "in 4 min",
+        "<code>query_order</code>",
+    ):
         assert text in lost, text
     assert "due now" in page  # tc-newest's look is due: the worker has it
     assert "tc-done" not in page and "tc-failed" not in page
@@ -121,8 +158,9 @@ def test_it_shows_operators_a_settle_link(operator_client: Client, unknown: Tool
     assert f'<a class="button" href="{settle_url(unknown)}">Settle…</a>' in page
 
 
-def test_it_says_when_a_tool_left_the_catalog(reviewer_client: Client, run: Run,
-                                              console_catalog: Any) -> None:  # fmt: skip
+def test_it_says_when_a_tool_left_the_catalog(
+    reviewer_client: Client, run: Run, console_catalog: Any
+) -> None:
     make_unknown(run, "tc-gone", "retired_tool")
 
     response = reviewer_client.get("/console/unknown/")
@@ -139,9 +177,12 @@ UNKNOWN_LIST_QUERIES = 7
 
 @pytest.mark.parametrize("count", [1, 30])
 def test_it_lists_in_a_constant_number_of_queries(
-    reviewer_client: Client, console_catalog: Any, django_assert_num_queries: Any, count: int,
+    reviewer_client: Client,
+    console_catalog: Any,
+    django_assert_num_queries: Any,
+    count: int,
     agent_a: tuple[Agent, str],
-) -> None:  # fmt: skip
+) -> None:
     for i in range(count):
         make_unknown(make_run(agent_a[0], f"r-{i}"), f"tc-{i}")
 
@@ -166,10 +207,21 @@ def test_it_shows_the_settle_form_with_the_calls_facts(
 
     assert response.status_code == 200
     page = response.content.decode()
-    for text in ("tc-lost", "r-unk", "agent-a", "ref-77", "req-o-1",
-                 "<code>req-q-1</code> (reconcile)", "<code>query_order</code>",
-                 'name="note"', 'name="result"', 'value="took_effect"', 'value="no_effect"',
-                 "Did take effect", "Did not take effect"):  # fmt: skip
+    for text in (
+        "tc-lost",
+        "r-unk",
+        "agent-a",
+        "ref-77",
+        "req-o-1",
+        "<code>req-q-1</code> (reconcile)",
+        "<code>query_order</code>",
+        'name="note"',
+        'name="result"',
+        'value="took_effect"',
+        'value="no_effect"',
+        "Did take effect",
+        "Did not take effect",
+    ):
         assert text in page, text
 
 
@@ -181,8 +233,13 @@ def test_the_reconcile_count_agrees_with_the_looks_recorded(
     ToolCall.objects.filter(pk=unknown.pk).update(reconcile_attempts=0)
     make_attempt(unknown, 1, outcome="unknown", downstream_request_id="req-o-1")
     for number in (2, 3):
-        make_attempt(unknown, number, purpose="reconcile", outcome="unknown",
-                     downstream_request_id=f"req-q-{number}")  # fmt: skip
+        make_attempt(
+            unknown,
+            number,
+            purpose="reconcile",
+            outcome="unknown",
+            downstream_request_id=f"req-q-{number}",
+        )
 
     settle = operator_client.get(settle_url(unknown)).content.decode()
     listed = operator_client.get("/console/unknown/").content.decode()
@@ -287,9 +344,11 @@ def test_it_says_already_settled_when_the_worker_got_there_first(
 ) -> None:
     # The worker's query found the order between the page load and the submit.
     ToolCall.objects.filter(pk=unknown.pk).update(
-        status="succeeded", result={"order_id": "o-w"}, feedback="found by query_order",
+        status="succeeded",
+        result={"order_id": "o-w"},
+        feedback="found by query_order",
         next_reconcile_at=None,
-    )  # fmt: skip
+    )
     before = fields_of(unknown)
 
     response = operator_client.post(
@@ -322,16 +381,28 @@ def test_it_shows_a_settled_call_without_a_form(
         ({"outcome": "took_effect", "note": "x" * 2001}, "note", "at most 2000 characters"),
         ({"note": NOTE}, "outcome", "This field is required."),
         ({"outcome": "maybe", "note": NOTE}, "outcome", "Select a valid choice."),
-        ({"outcome": "took_effect", "note": NOTE, "result": "{order_id: 1"}, "result",
-         "Enter valid JSON: Expecting property name enclosed in double quotes"),
-        ({"outcome": "took_effect", "note": NOTE, "result": "{'a': 1}"}, "result",
-         "Enter valid JSON"),
-        ({"outcome": "no_effect", "note": NOTE, "result": '{"order_id": "o-1"}'}, "result",
-         "A result goes only with “did take effect”."),
-        ({"outcome": "took_effect", "note": NOTE, "result": '{"id": 1}'}, "result",
-         "does not match create_order’s result schema: &#x27;order_id&#x27; is a required"),
+        (
+            {"outcome": "took_effect", "note": NOTE, "result": "{order_id: 1"},
+            "result",
+            "Enter valid JSON: Expecting property name enclosed in double quotes",
+        ),
+        (
+            {"outcome": "took_effect", "note": NOTE, "result": "{'a': 1}"},
+            "result",
+            "Enter valid JSON",
+        ),
+        (
+            {"outcome": "no_effect", "note": NOTE, "result": '{"order_id": "o-1"}'},
+            "result",
+            "A result goes only with “did take effect”.",
+        ),
+        (
+            {"outcome": "took_effect", "note": NOTE, "result": '{"id": 1}'},
+            "result",
+            "does not match create_order’s result schema: &#x27;order_id&#x27; is a required",
+        ),
     ],
-)  # fmt: skip
+)
 def test_it_rejects_bad_input_and_writes_nothing(
     operator_client: Client, unknown: ToolCall, data: dict[str, str], field: str, message: str
 ) -> None:

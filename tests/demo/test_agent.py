@@ -101,7 +101,7 @@ def scripted_reviewer(transactional_db: None) -> Iterator[Callable[[Path], User]
                     stdin=subprocess.DEVNULL,
                     stdout=fh,
                     stderr=subprocess.STDOUT,
-                )  # fmt: skip
+                )
             )
 
         def ready() -> bool:
@@ -198,8 +198,10 @@ def check_sagas(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:
     run = run_of(line, runs)
     assert run.status == "aborted"
     assert undos_run(run) == [
-        ("refund", "succeeded"), ("cancel_order", "succeeded"), ("release_stock", "succeeded"),
-    ]  # fmt: skip
+        ("refund", "succeeded"),
+        ("cancel_order", "succeeded"),
+        ("release_stock", "succeeded"),
+    ]
     assert "refund → cancel_order → release_stock" in line, line
     assert f"/console/runs/?q={run.run_id}" in line, line
     assert not Ticket.objects.filter(run=run).exists()
@@ -210,9 +212,10 @@ def check_sagas(lines: dict[str, str], runs: dict[str, Run], shop: Any) -> None:
     run = run_of(line, runs)
     assert run.status == "compensation_failed"
     assert undos_run(run) == [
-        ("refund", "dead_lettered"), ("cancel_order", "succeeded"),
+        ("refund", "dead_lettered"),
+        ("cancel_order", "succeeded"),
         ("release_stock", "succeeded"),
-    ]  # fmt: skip
+    ]
     [ticket] = Ticket.objects.filter(run=run)
     assert (ticket.tool, ticket.status) == ("refund", "open")
     assert "/console/tickets/" in line and "Retry" in line and "Resolve" in line, line
@@ -249,9 +252,10 @@ def check_new_scenarios(lines: dict[str, str], runs: dict[str, Run], shop: Any) 
     assert list(open_breakers.values_list("tool", flat=True)) == ["legacy_inventory"]
     # Refused calls sent nothing: every request that reached the shop was an attempt.
     sent = [
-        r for r in shop.requests("/legacy/inventory")
+        r
+        for r in shop.requests("/legacy/inventory")
         if r["headers"]["x-toolops-run-id"] == calls[0].run.run_id
-    ]  # fmt: skip
+    ]
     assert len(sent) == sum(c.attempts for c in calls)
 
     # Unknown charge: left unknown for the worker; once the worker looks, it is settled.
@@ -300,8 +304,10 @@ def check_scripted_reviewer(lines: dict[str, str], runs: dict[str, Run], person:
         approval = calls[tool].approval
         assert approval is not None
         assert (approval.status, approval.decided_by, approval.note) == (
-            "approved", person, reviewer.NOTE,
-        )  # fmt: skip
+            "approved",
+            person,
+            reviewer.NOTE,
+        )
         [vote] = approval.votes.all()
         assert (vote.reviewer, vote.decision) == (person, "approve")
         assert AuditEntry.objects.filter(
@@ -381,8 +387,9 @@ def check_approval_scenarios(
     assert f"duplicate_of {first.call_id}" in line and f"call {first.call_id}" in line, line
     assert f"/console/approvals/{again.approval.approval_id}/" in line, line
     assert second_run.status == "running"
-    sent = [r for r in shop.requests("/orders")
-            if r["headers"]["x-toolops-run-id"] == second_run.run_id]  # fmt: skip
+    sent = [
+        r for r in shop.requests("/orders") if r["headers"]["x-toolops-run-id"] == second_run.run_id
+    ]
     assert sent == []
 
     # The approval expires: pending until its 10 minutes are up; the worker's sweep (or,
@@ -403,9 +410,8 @@ def check_approval_scenarios(
     assert approval.status == "expired"
     assert (voucher.status, voucher.error_reason) == ("rejected", "expired")
     assert not [
-        r for r in shop.requests("/notifications")
-        if r["headers"]["x-toolops-run-id"] == run.run_id
-    ]  # fmt: skip
+        r for r in shop.requests("/notifications") if r["headers"]["x-toolops-run-id"] == run.run_id
+    ]
     wait_until(lambda: "↳ approval expires:" in out.getvalue(), failure=out.getvalue)
     [said] = [x for x in out.getvalue().splitlines() if x.startswith("↳ approval expires:")]
     assert f"run {run.run_id}: send_voucher expired" in said, said
@@ -440,9 +446,13 @@ def test_a_call_nobody_approves_is_reported_after_the_wait(
     server = toolops_server()
     out = io.StringIO()
     names = (
-        "happy_path", "lost_response", "charge_timeout", "unknown_charge", "saga_abort",
+        "happy_path",
+        "lost_response",
+        "charge_timeout",
+        "unknown_charge",
+        "saga_abort",
         "dead_letter",
-    )  # fmt: skip
+    )
     only = [arg for name in names for arg in ("--only", name)]
     code = agent.main(["--url", server.url, "--token", agent_a[1], "--shop", shop.url, *only], out)
 

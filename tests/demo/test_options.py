@@ -102,8 +102,12 @@ def test_make_demo_passes_its_port() -> None:
     def planned(*variables: str) -> str:
         return subprocess.run(
             ["make", "-n", "-s", "demo", *variables],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     assert "manage.py demo --port 8001\n" in planned("PORT=8001")
     assert "manage.py demo --port 8000\n" in planned()

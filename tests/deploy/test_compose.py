@@ -122,9 +122,10 @@ def role_problems(compose: dict[str, Any], default_cmd: list[str]) -> list[str]:
 def balancer_problems(compose: dict[str, Any], default_cmd: list[str], cfg: str) -> list[str]:
     problems = []
     webs = {
-        n for n, s in toolops_services(compose).items()
+        n
+        for n, s in toolops_services(compose).items()
         if command_of(s, default_cmd)[0] == "uvicorn"
-    }  # fmt: skip
+    }
     port = default_cmd[default_cmd.index("--port") + 1]
     servers = dict(re.findall(r"^\s*server (\S+) (\S+)", cfg, re.M))
     if set(servers) != webs:

@@ -55,9 +55,13 @@ class FaultProxy:
     """A TCP proxy to `upstream` on `host:listen_port` (0: a free port, see `.port`)."""
 
     def __init__(
-        self, upstream: tuple[str, int], listen_port: int = 0, *, host: str = "127.0.0.1",
+        self,
+        upstream: tuple[str, int],
+        listen_port: int = 0,
+        *,
+        host: str = "127.0.0.1",
         seed: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.upstream = upstream
         self.host = host
         self.port = listen_port

@@ -109,15 +109,26 @@ def left_behind(agent_a: Any, order_ids: list[str]) -> list[ToolCall]:
     for step, order_id in enumerate(order_ids):
         key = f"{step}" * 64
         call = ToolCall.objects.create(
-            call_id=f"c-left-{step}", run=run, tool_call_id=f"tc-left-{step}", step_index=step,
-            tool="charge", args={"order_id": order_id, "amount": "5.00"}, args_digest="d",
-            idempotency_key=key, client_reference="tops-" + key[:32], status="in_progress",
-        )  # fmt: skip
+            call_id=f"c-left-{step}",
+            run=run,
+            tool_call_id=f"tc-left-{step}",
+            step_index=step,
+            tool="charge",
+            args={"order_id": order_id, "amount": "5.00"},
+            args_digest="d",
+            idempotency_key=key,
+            client_reference="tops-" + key[:32],
+            status="in_progress",
+        )
         IdempotencyRecord.objects.create(
-            key=key, call_ref=call.call_id, tool="charge", state="claimed", fence=1,
+            key=key,
+            call_ref=call.call_id,
+            tool="charge",
+            state="claimed",
+            fence=1,
             lease_until=timezone.now() - timedelta(seconds=1),
             expires_at=timezone.now() + timedelta(days=7),
-        )  # fmt: skip
+        )
         calls.append(call)
     return calls
 

@@ -28,15 +28,20 @@ def test_it_reads_names_and_probabilities() -> None:
     assert crash_plan(" , ") == {}
     assert crash_plan("after-claim") == {"after-claim": 1.0}
     assert crash_plan(" mid-sweep@0.25 , after-answer@1") == {
-        "mid-sweep": 0.25, "after-answer": 1.0,
-    }  # fmt: skip
+        "mid-sweep": 0.25,
+        "after-answer": 1.0,
+    }
 
 
 @pytest.mark.parametrize(
     ("raw", "named"),
-    [("after-clam", "'after-clam'"), ("after-claim,midsweep", "'midsweep'"), ("@0.5", "''"),
-     ("AFTER-CLAIM", "'AFTER-CLAIM'")],
-)  # fmt: skip
+    [
+        ("after-clam", "'after-clam'"),
+        ("after-claim,midsweep", "'midsweep'"),
+        ("@0.5", "''"),
+        ("AFTER-CLAIM", "'AFTER-CLAIM'"),
+    ],
+)
 def test_it_refuses_an_unknown_point_naming_it_and_listing_the_points(raw: str, named: str) -> None:
     with pytest.raises(ImproperlyConfigured) as refused:
         crash_plan(raw)
@@ -63,9 +68,11 @@ def test_a_process_refuses_to_start_with_a_bad_crash_point(tmp_path: Path) -> No
 
 def test_a_process_started_with_crash_points_says_so_and_the_check_warns(tmp_path: Path) -> None:
     result = run_manage(
-        "check", TOOLOPS_CRASH_AT="after-claim,mid-sweep@0.5", DJANGO_DEBUG="0",
+        "check",
+        TOOLOPS_CRASH_AT="after-claim,mid-sweep@0.5",
+        DJANGO_DEBUG="0",
         TOOLOPS_DATA_DIR=str(tmp_path),
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stderr
     output = result.stdout + result.stderr
     assert "toolops: crash points armed (TOOLOPS_CRASH_AT): after-claim@1, mid-sweep@0.5" in output
@@ -107,9 +114,12 @@ print("survived", flush=True)
 
 def run_child(plan: str, seed: int = 7) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", CHILD, plan, str(seed)], cwd=ROOT, capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", CHILD, plan, str(seed)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_an_armed_point_kills_the_process_by_sigkill_at_its_first_hit() -> None:

@@ -58,9 +58,10 @@ def test_mid_compensation_the_recorded_undo_settles_its_compensation_without_a_r
 
     restarted = worker(**FAST)
     wait_until(
-        lambda: Run.objects.get().status != Run.Status.ABORTING, SETTLE_WITHIN_S,
+        lambda: Run.objects.get().status != Run.Status.ABORTING,
+        SETTLE_WITHIN_S,
         failure=restarted.output,
-    )  # fmt: skip
+    )
 
     assert Run.objects.get().status == Run.Status.ABORTED
     compensation.refresh_from_db()

@@ -161,9 +161,12 @@ def test_a_restart_mid_load_loses_no_call_and_makes_none_twice(
 
 @pytest.mark.parametrize("fault, outage_s", [("blackhole", 30.0), ("refuse", 17.0)])
 def test_an_unreachable_database_gets_503_promptly_and_the_server_recovers_by_itself(
-    proxied: tuple[ToolOpsServer, Agent], pg_proxy: FaultProxy, shop: Shop, fault: str,
+    proxied: tuple[ToolOpsServer, Agent],
+    pg_proxy: FaultProxy,
+    shop: Shop,
+    fault: str,
     outage_s: float,
-) -> None:  # fmt: skip
+) -> None:
     server, agent = proxied
     calls = {step: agent.until_done(step) for step in range(3)}
     getattr(pg_proxy, fault)()

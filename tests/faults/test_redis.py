@@ -32,8 +32,9 @@ def live_page(server: Any, cookies: httpx.Cookies) -> ClientConnection:
     """A reviewer's approval queue, as the page's script opens its socket."""
     url = server.url.replace("http://", "ws://") + PUSH_PATH
     cookie = "; ".join(f"{name}={value}" for name, value in cookies.items())
-    return connect(url, additional_headers={"Cookie": cookie, "Origin": server.url},
-                   open_timeout=10)  # fmt: skip
+    return connect(
+        url, additional_headers={"Cookie": cookie, "Origin": server.url}, open_timeout=10
+    )
 
 
 def heard(page: ClientConnection, timeout: float) -> str:
@@ -50,9 +51,13 @@ def heard(page: ClientConnection, timeout: float) -> str:
 
 @needs_redis_server
 def test_a_redis_restart_loses_no_compensation_approval_or_live_page(
-    worker: Callable[..., Worker], toolops_server: Callable[..., Any], agent_a: tuple[Agent, str],
-    api: APIClient, shop: Shop, django_user_model: Any,
-) -> None:  # fmt: skip
+    worker: Callable[..., Worker],
+    toolops_server: Callable[..., Any],
+    agent_a: tuple[Agent, str],
+    api: APIClient,
+    shop: Shop,
+    django_user_model: Any,
+) -> None:
     redis = RedisServer()
     redis.start()
     env = {"REDIS_URL": redis.url(0), "CELERY_BROKER_URL": redis.url(1), **FAST_SWEEPS}
@@ -60,8 +65,9 @@ def test_a_redis_restart_loses_no_compensation_approval_or_live_page(
     make_user(django_user_model, "rita", "reviewers")
     server = toolops_server(**env)
     w = worker(**env)
-    agent = httpx.Client(base_url=server.url, timeout=30,
-                         headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    agent = httpx.Client(
+        base_url=server.url, timeout=30, headers={"Authorization": f"Bearer {agent_a[1]}"}
+    )
     reviewer = httpx.Client(base_url=server.url, timeout=30)
     try:
         reviewer_login(reviewer)
@@ -69,11 +75,13 @@ def test_a_redis_restart_loses_no_compensation_approval_or_live_page(
         for run_id in ("r-1", "r-2"):
             assert agent.post("/api/v1/runs", json={"run_id": run_id}).status_code == 201
         for step, (tool, args) in enumerate([("reserve_stock", STOCK), ("create_order", ORDER)]):
-            done = agent.post("/api/v1/runs/r-1/calls",
-                              json={"step_index": step, "tool": tool, "args": args})  # fmt: skip
+            done = agent.post(
+                "/api/v1/runs/r-1/calls", json={"step_index": step, "tool": tool, "args": args}
+            )
             assert done.json()["status"] == "succeeded", done.text
-        held = agent.post("/api/v1/runs/r-2/calls",
-                          json={"step_index": 1, "tool": "charge", "args": CHARGE})  # fmt: skip
+        held = agent.post(
+            "/api/v1/runs/r-2/calls", json={"step_index": 1, "tool": "charge", "args": CHARGE}
+        )
         assert held.json()["status"] == "pending_approval", held.text
         assert heard(page, 10) == "pushed"  # the page hears of the new approval
 
@@ -82,11 +90,17 @@ def test_a_redis_restart_loses_no_compensation_approval_or_live_page(
         assert agent.post("/api/v1/runs/r-1/abort", json={"reason": "left"}).status_code == 202
         approval = Approval.objects.get()
         page_html = reviewer.get(f"/console/approvals/{approval.approval_id}/")
-        decided = reviewer.post(f"/console/approvals/{approval.approval_id}/decide/", data={
-            "decision": "approve", "note": "", "args_hash": approval.args_hash, "confirmed": "1",
-            "csrfmiddlewaretoken": page_html.cookies.get("csrftoken")
-            or reviewer.cookies["csrftoken"],
-        })  # fmt: skip
+        decided = reviewer.post(
+            f"/console/approvals/{approval.approval_id}/decide/",
+            data={
+                "decision": "approve",
+                "note": "",
+                "args_hash": approval.args_hash,
+                "confirmed": "1",
+                "csrfmiddlewaretoken": page_html.cookies.get("csrftoken")
+                or reviewer.cookies["csrftoken"],
+            },
+        )
         assert decided.status_code in (200, 302), decided.text
         redis.restart()
 
@@ -102,8 +116,9 @@ def test_a_redis_restart_loses_no_compensation_approval_or_live_page(
         # to the open socket, or the socket was closed and the page's new one hears it.
         before = drain(page)
         assert agent.post("/api/v1/runs", json={"run_id": "r-3"}).status_code == 201
-        again = agent.post("/api/v1/runs/r-3/calls",
-                           json={"step_index": 1, "tool": "charge", "args": CHARGE})  # fmt: skip
+        again = agent.post(
+            "/api/v1/runs/r-3/calls", json={"step_index": 1, "tool": "charge", "args": CHARGE}
+        )
         assert again.json()["status"] == "pending_approval", again.text
         outcome = "closed" if before == "closed" else heard(page, 10)
         assert outcome != "silent", "the open live page was told of no change after the restart"

@@ -26,8 +26,9 @@ from toolops.models import Agent, Run
 def order_then_abort(agent: httpx.Client, run_id: str) -> None:
     assert agent.post("/api/v1/runs", json={"run_id": run_id}).status_code == 201
     for step, (tool, args) in enumerate([("reserve_stock", STOCK), ("create_order", ORDER)]):
-        done = agent.post(f"/api/v1/runs/{run_id}/calls",
-                          json={"step_index": step, "tool": tool, "args": args})  # fmt: skip
+        done = agent.post(
+            f"/api/v1/runs/{run_id}/calls", json={"step_index": step, "tool": tool, "args": args}
+        )
         assert done.json()["status"] == "succeeded", done.text
     aborted = agent.post(f"/api/v1/runs/{run_id}/abort", json={"reason": "customer left"})
     assert aborted.status_code == 202, aborted.text
@@ -35,17 +36,20 @@ def order_then_abort(agent: httpx.Client, run_id: str) -> None:
 
 @needs_redis_server
 def test_a_worker_holding_an_unacknowledged_message_outlives_a_redis_restart(
-    worker: Callable[..., Worker], toolops_server: Callable[..., Any], agent_a: tuple[Agent, str],
+    worker: Callable[..., Worker],
+    toolops_server: Callable[..., Any],
+    agent_a: tuple[Agent, str],
     shop: Shop,
-) -> None:  # fmt: skip
+) -> None:
     redis = RedisServer()
     redis.start()
     env = {"CELERY_BROKER_URL": redis.url(1)}
     allow_without_approval("create_order")
     server = toolops_server(**env)
     w = worker(**env)
-    agent = httpx.Client(base_url=server.url, timeout=30,
-                         headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    agent = httpx.Client(
+        base_url=server.url, timeout=30, headers={"Authorization": f"Bearer {agent_a[1]}"}
+    )
     try:
         # The undo is slow downstream: its task message is held, unacknowledged, while the
         # broker goes away under the worker.

@@ -75,9 +75,15 @@ def clients(stack: ScaleStack, history: History, seed: int, stop: threading.Even
         for i in range(MCP_CLIENTS)
     ]
     reviewer = Reviewer(
-        "reviewer", history, urls, rng(99), stop,
-        username=REVIEWER, password=stack.reviewer_password, approvals=approvals,
-    )  # fmt: skip
+        "reviewer",
+        history,
+        urls,
+        rng(99),
+        stop,
+        username=REVIEWER,
+        password=stack.reviewer_password,
+        approvals=approvals,
+    )
     return {"agents": agents, "breaker": breaker, "mcp": mcp, "reviewer": reviewer}
 
 
@@ -113,14 +119,16 @@ def load(args: argparse.Namespace, stack: ScaleStack, history: History) -> dict[
         "calls_per_s": round(calls / (ended - started), 1),
         "requests_per_s": round(
             sum(1 for o in history.ops if o.type != "invoke" and started <= o.time <= ended)
-            / (ended - started), 1),
+            / (ended - started),
+            1,
+        ),
         "latency": figures.latency_table(history),
         "memory": memory,
         "balancer": stack.balancer.stats(),
         "breaker": {"refused": who["breaker"].refused, "failed": who["breaker"].failed},
         "mcp": {"sessions lost to another process": sum(c.lost_sessions for c in who["mcp"])},
         "reviewer": who["reviewer"],
-    }  # fmt: skip
+    }
 
 
 def run(args: argparse.Namespace, stack: ScaleStack, history: History) -> dict[str, Any]:
@@ -170,9 +178,16 @@ def report(result: dict[str, Any], workdir: Path) -> None:
     print("memory per process (MiB, at the load's end; peak = VmHWM):")
     print(figures.table(result["memory"], ["rss_mib", "peak_mib", "processes"]))
     print("balancer (HAProxy):")
-    rows = {k: {"status": v["status"], "sessions": v["sessions"], "2xx": v["responses"]["2xx"],
-                "4xx": v["responses"]["4xx"], "5xx": v["responses"]["5xx"]}
-            for k, v in result["balancer"].items()}  # fmt: skip
+    rows = {
+        k: {
+            "status": v["status"],
+            "sessions": v["sessions"],
+            "2xx": v["responses"]["2xx"],
+            "4xx": v["responses"]["4xx"],
+            "5xx": v["responses"]["5xx"],
+        }
+        for k, v in result["balancer"].items()
+    }
     print(figures.table(rows, ["status", "sessions", "2xx", "4xx", "5xx"]))
     b = result["breaker"]
     print(f"breaker: legacy_inventory failed {b['failed']} times, refused {b['refused']} times")
@@ -192,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     stack, history = ScaleStack(workdir, seed=args.seed, db_name=args.database), History()
     try:
         stack.start()
-        say(f"stack up: balancer {stack.url} over {', '.join(stack.web_urls)}; "
-            f"pgbouncer :{stack.pgbouncer.port}")  # fmt: skip
+        say(
+            f"stack up: balancer {stack.url} over {', '.join(stack.web_urls)}; "
+            f"pgbouncer :{stack.pgbouncer.port}"
+        )
         result = run(args, stack, history)
     except KeyboardInterrupt:
         say("interrupted: stopping everything")

@@ -31,9 +31,11 @@ class BreakerAgent(Agent):
 
     def one_run(self, run_id: str) -> None:
         kind, _ = self.settled(
-            "run", run_id, {"budget": {}},
+            "run",
+            run_id,
+            {"budget": {}},
             lambda: self.http.post(self.url("/api/v1/runs"), json={"run_id": run_id}),
-        )  # fmt: skip
+        )
         if kind != OK:
             return
         for step in range(6):
@@ -119,8 +121,11 @@ class McpClient(Client):
         """A session of this client's, initialized (a new one when it has none)."""
         if self.sid:
             return True
-        params = {"protocolVersion": MCP_VERSION, "capabilities": {},
-                  "clientInfo": {"name": self.name, "version": "1"}}  # fmt: skip
+        params = {
+            "protocolVersion": MCP_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": self.name, "version": "1"},
+        }
         kind, _ = self.rpc("mcp-init", self.name, "initialize", params)
         if kind != OK or not self.sid:
             return False
@@ -151,6 +156,8 @@ class McpClient(Client):
             for step in range(3):
                 self.tool_call(run_id, step)
             self.settled(
-                "complete", run_id, None,
+                "complete",
+                run_id,
+                None,
                 lambda r=run_id: self.http.post(self.url(f"/api/v1/runs/{r}/complete")),
-            )  # fmt: skip
+            )

@@ -64,9 +64,15 @@ class PgBouncer:
     PostgreSQL at 127.0.0.1:`upstream_port`. `.url` is a DATABASE_URL through it."""
 
     def __init__(
-        self, workdir: Path, db_name: str, upstream_port: int = 5432, *,
-        pool_size: int = 20, max_client_conn: int = 400, upstream_host: str = HOST,
-    ) -> None:  # fmt: skip
+        self,
+        workdir: Path,
+        db_name: str,
+        upstream_port: int = 5432,
+        *,
+        pool_size: int = 20,
+        max_client_conn: int = 400,
+        upstream_host: str = HOST,
+    ) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", db_name):
             raise ValueError(f"db_name must be a plain lower-case name, got {db_name!r}")
         self.workdir = Path(workdir)

@@ -19,9 +19,14 @@ CHECK_PATH = "/readyz"
 
 class ScaleStack(Stack):
     def __init__(
-        self, workdir: Path, seed: int = 0, *, db_name: str = DB_NAME, webs: int = 3,
+        self,
+        workdir: Path,
+        seed: int = 0,
+        *,
+        db_name: str = DB_NAME,
+        webs: int = 3,
         workers: int = 3,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(workdir, seed, db_name=db_name, webs=webs, workers=workers)
         self.pgbouncer = PgBouncer(workdir, db_name)
         self.balancer: Balancer | None = None

@@ -25,9 +25,18 @@ def test_a_scale_run_spreads_over_three_web_processes_and_holds_every_invariant(
 ) -> None:
     summary = tmp_path / "summary.json"
     code, output = run_module(
-        "tests.scale", "--seconds", str(SECONDS), "--seed", "3", "--database", scale_database(),
-        "--workdir", str(tmp_path / "run"), "--json", str(summary),
-    )  # fmt: skip
+        "tests.scale",
+        "--seconds",
+        str(SECONDS),
+        "--seed",
+        "3",
+        "--database",
+        scale_database(),
+        "--workdir",
+        str(tmp_path / "run"),
+        "--json",
+        str(summary),
+    )
     assert code == 0, output
     result = json.loads(summary.read_text())
     assert result["violations"] == [], output

@@ -48,19 +48,32 @@ ORDER = {"sku": "A12", "qty": 1, "amount": "199.00"}
 
 
 def hold(
-    run: Run, tool_call_id: str, tool: str = "send_notification", args: Any = None,
-    *, step_index: int = 3, ttl_s: int = 1800, digest: str = "",
-) -> Approval:  # fmt: skip
+    run: Run,
+    tool_call_id: str,
+    tool: str = "send_notification",
+    args: Any = None,
+    *,
+    step_index: int = 3,
+    ttl_s: int = 1800,
+    digest: str = "",
+) -> Approval:
     """A call held for a reviewer, as the executor's gate leaves it."""
     call = make_call(
-        run, tool_call_id, step_index, tool, "pending_approval",
+        run,
+        tool_call_id,
+        step_index,
+        tool,
+        "pending_approval",
         args=args if args is not None else {"to": "c-1", "message": "hello"},
         args_digest=digest or f"digest-{tool_call_id}",
-    )  # fmt: skip
+    )
     approval = Approval.objects.create(
-        run=run, tool=tool, reason="irreversible", args_hash=call.args_digest,
+        run=run,
+        tool=tool,
+        reason="irreversible",
+        args_hash=call.args_digest,
         expires_at=timezone.now() + timedelta(seconds=ttl_s),
-    )  # fmt: skip
+    )
     call.approval = approval
     call.save(update_fields=["approval"])
     return approval
@@ -88,29 +101,45 @@ def world(agent_a: tuple[Agent, str], console_catalog: Any) -> World:
     that has tripped; an agent policy in force, and a proposed one."""
     agent = agent_a[0]
     run = make_run(agent, "r-world")
-    call = make_call(run, "tc-done", 0, "create_order", "succeeded", args=ORDER,
-                     result={"order_id": "o-1"})  # fmt: skip
+    call = make_call(
+        run, "tc-done", 0, "create_order", "succeeded", args=ORDER, result={"order_id": "o-1"}
+    )
     unknown = make_call(
-        run, "tc-lost", 1, "create_order", "unknown", args=ORDER, error_class="unknown",
-        error_reason="timeout", error_message="orders service timed out",
+        run,
+        "tc-lost",
+        1,
+        "create_order",
+        "unknown",
+        args=ORDER,
+        error_class="unknown",
+        error_reason="timeout",
+        error_message="orders service timed out",
         created_at=timezone.now() - timedelta(minutes=10),
-    )  # fmt: skip
+    )
     approval = hold(run, "tc-held")
     ticket = dead_letter(agent, "r-dead")
     # The ticket's message to support's webhook, failed for good (the outbox's Send again).
     NotificationDelivery.objects.create(
-        event=NotificationEvent.objects.get(kind="ticket_opened"), channel="webhook",
-        target="support", status="failed",
-    )  # fmt: skip
+        event=NotificationEvent.objects.get(kind="ticket_opened"),
+        channel="webhook",
+        target="support",
+        status="failed",
+    )
     # A login locked by repeated failures, for the operator's unlock.
     AccessAttempt.objects.create(
-        username=LOCKED[0], ip_address=LOCKED[1], user_agent="guesser",
-        failures_since_start=5, attempt_time=timezone.now(),
-    )  # fmt: skip
+        username=LOCKED[0],
+        ip_address=LOCKED[1],
+        user_agent="guesser",
+        failures_since_start=5,
+        attempt_time=timezone.now(),
+    )
     CircuitBreaker.objects.create(
-        tool="flaky_warehouse", state=CircuitBreaker.State.OPEN, consecutive_failures=3,
-        opened_at=timezone.now(), open_until=timezone.now() + timedelta(minutes=1),
-    )  # fmt: skip
+        tool="flaky_warehouse",
+        state=CircuitBreaker.State.OPEN,
+        consecutive_failures=3,
+        opened_at=timezone.now(),
+        open_until=timezone.now() + timedelta(minutes=1),
+    )
     # An agent policy in force that changes nothing, and another operator's proposal.
     versions.apply('default = "allow"\n', note="start", actor_name="ops")
     versions.apply('default = "deny"\n', note="lock down", actor_name="ops", propose=True)

@@ -40,9 +40,12 @@ def charge(api: APIClient, args: dict[str, Any], tool_call_id: str) -> Any:
 def approve(approval: Approval, by: Any, *, args_hash: str | None = None) -> Approval:
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
         return approval_decide(
-            approval=approval, by=by, approve=True, note="",
+            approval=approval,
+            by=by,
+            approve=True,
+            note="",
             args_hash=approval.args_hash if args_hash is None else args_hash,
-        )  # fmt: skip
+        )
 
 
 def test_the_same_tool_call_id_with_changed_args_is_refused_not_run_under_the_approval(
@@ -134,8 +137,9 @@ def test_approving_a_call_of_an_aborted_run_is_refused_and_runs_nothing(
     create_run(api)
     charge(api, CHARGE, "tc-pay")
     assert api.post("/api/v1/runs/r-1/abort", {"reason": "stop"}, format="json").status_code in (
-        200, 202,
-    )  # fmt: skip
+        200,
+        202,
+    )
 
     with pytest.raises(DecisionRefused, match="Already decided: rejected"):
         approve(Approval.objects.get(), reviewer)
@@ -192,8 +196,9 @@ def test_the_page_says_so_before_and_after_the_reviewer_tries(
     assert "made by your own agent, agent-a: you cannot approve it" in page
     answer = browser.post(
         f"/console/approvals/{approval.approval_id}/decide/",
-        {"decision": "approve", "note": "", "args_hash": approval.args_hash}, follow=True,
-    )  # fmt: skip
+        {"decision": "approve", "note": "", "args_hash": approval.args_hash},
+        follow=True,
+    )
 
     assert "You cannot approve calls made by your own agent" in answer.content.decode()
     assert Approval.objects.get().status == "pending"
@@ -206,8 +211,9 @@ def test_a_reviewer_may_still_reject_their_own_agents_call(
     charge(api, CHARGE, "tc-pay")
     approval = Approval.objects.get()
 
-    approval_decide(approval=approval, by=reviewer, approve=False, note="not now",
-                    args_hash=approval.args_hash)  # fmt: skip
+    approval_decide(
+        approval=approval, by=reviewer, approve=False, note="not now", args_hash=approval.args_hash
+    )
 
     assert Approval.objects.get().status == "rejected"
 

@@ -106,8 +106,13 @@ def test_retention_keeps_a_decision_after_its_run_and_its_reviewer_are_gone(
 ) -> None:
     run = make_run(agent_a[0], "r-old")
     approval = hold(run, "tc-old")
-    approval_decide(approval=approval, by=reviewer, approve=False, note="Wrong customer.",
-                    args_hash=approval.args_hash)  # fmt: skip
+    approval_decide(
+        approval=approval,
+        by=reviewer,
+        approve=False,
+        note="Wrong customer.",
+        args_hash=approval.args_hash,
+    )
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.COMPLETED, ended_at=timezone.now() - timedelta(days=40)
     )
@@ -119,8 +124,10 @@ def test_retention_keeps_a_decision_after_its_run_and_its_reviewer_are_gone(
     assert counts["toolops.Run"] == 1 and not Run.objects.filter(pk=run.pk).exists()
     entry = AuditEntry.objects.get(action=Action.APPROVAL_DECIDE)
     assert (entry.actor_id, entry.actor_username, entry.object_id) == (
-        None, "rita", approval.approval_id,
-    )  # fmt: skip
+        None,
+        "rita",
+        approval.approval_id,
+    )
     assert entry.detail["note"] == "Wrong customer."
 
 
@@ -165,8 +172,9 @@ def test_a_superuser_cannot_add_or_edit_an_audit_entry_in_the_admin(
 
     assert client.get("/admin/toolops/auditentry/").status_code == 200
     assert client.get("/admin/toolops/auditentry/add/").status_code == 403
-    response = client.post(f"/admin/toolops/auditentry/{entry.pk}/change/",
-                           {"summary": "nothing happened"})  # fmt: skip
+    response = client.post(
+        f"/admin/toolops/auditentry/{entry.pk}/change/", {"summary": "nothing happened"}
+    )
 
     assert response.status_code == 403
     assert AuditEntry.objects.get(pk=entry.pk).summary == entry.summary
@@ -190,11 +198,17 @@ def test_a_non_operator_cannot_read_the_audit_log(
 @pytest.mark.parametrize(
     "query",
     [
-        "since=2026-02-30", "until=99999-01-01", "since=%00", "action=%27%3B%20DROP%20TABLE",
-        "before=1e9", "before=-5", f"before={10**40}", f"actor={'a' * 10_000}",
+        "since=2026-02-30",
+        "until=99999-01-01",
+        "since=%00",
+        "action=%27%3B%20DROP%20TABLE",
+        "before=1e9",
+        "before=-5",
+        f"before={10**40}",
+        f"actor={'a' * 10_000}",
         "since=2026-03-09&until=2026-03-01",
     ],
-)  # fmt: skip
+)
 def test_a_bad_audit_filter_is_a_clear_400_not_a_500(operator: Any, query: str) -> None:
     response = logged_in(operator).get(f"/console/audit/?{query}")
 
@@ -231,8 +245,11 @@ def test_a_card_number_in_a_note_is_stored_redacted(support: Any, agent_a: Any) 
 
 
 def test_markup_in_an_entry_is_shown_as_text(operator: Any) -> None:
-    record(operator, summary='<img src=x onerror="alert(1)">',
-           obj=Ref("run", "<b>r-1</b>", "/console/runs/1/"))  # fmt: skip
+    record(
+        operator,
+        summary='<img src=x onerror="alert(1)">',
+        obj=Ref("run", "<b>r-1</b>", "/console/runs/1/"),
+    )
 
     page = logged_in(operator).get("/console/audit/").content.decode()
 
@@ -251,8 +268,7 @@ def test_a_link_that_is_not_a_site_path_is_not_rendered(operator: Any) -> None:
 
 
 def test_a_forwarded_for_header_does_not_set_the_recorded_address(operator: Any) -> None:
-    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.7",
-                                   HTTP_X_FORWARDED_FOR="203.0.113.9")  # fmt: skip
+    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.7", HTTP_X_FORWARDED_FOR="203.0.113.9")
 
     entry = record(operator, request=request)
 

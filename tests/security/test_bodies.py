@@ -91,9 +91,12 @@ def test_it_refuses_a_chunked_get_body_over_1_mib(server: Any, agent_a: tuple[Ag
     headers = {"Authorization": f"Bearer {agent_a[1]}"}
 
     response = httpx.request(
-        "GET", f"{server.url}/api/v1/tools", content=chunks(b"x" * (MIB + 1)), headers=headers,
+        "GET",
+        f"{server.url}/api/v1/tools",
+        content=chunks(b"x" * (MIB + 1)),
+        headers=headers,
         timeout=30,
-    )  # fmt: skip
+    )
 
     assert_problem(response, 413)
     assert response.request.headers["transfer-encoding"] == "chunked"
@@ -103,10 +106,13 @@ def test_it_answers_408_to_a_body_trickled_too_slowly(
     toolops_server: Any, agent_a: tuple[Agent, str]
 ) -> None:
     server = toolops_server(TOOLOPS_BODY_READ_TIMEOUT_S="1")
-    sock = raw_request(server.port, (
-        "POST /api/v1/runs HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
-        f"Authorization: Bearer {agent_a[1]}\nContent-Length: 1000\n"
-    ))  # fmt: skip
+    sock = raw_request(
+        server.port,
+        (
+            "POST /api/v1/runs HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
+            f"Authorization: Bearer {agent_a[1]}\nContent-Length: 1000\n"
+        ),
+    )
     started = time.monotonic()
     payload = b'{"run_id": "r-slow", "metadata": {"pad": "' + b"x" * 1000
     sent = 0
@@ -134,7 +140,7 @@ def test_another_agent_is_served_while_slow_bodies_hold_connections(
     attackers = [
         raw_request(
             server.port, ("POST /api/v1/runs HTTP/1.1\nHost: 127.0.0.1\nContent-Length: 1048576\n")
-        )  # fmt: skip
+        )
         for _ in range(100)
     ]
     for sock in attackers:

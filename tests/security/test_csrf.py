@@ -162,12 +162,12 @@ POSTS: dict[str, Body] = {
         "outcome": TOOK_EFFECT,
         "note": "found it in the shop",
         "result": '{"order_id": "o-9"}',
-    },  # fmt: skip
+    },
     "breaker-force-open": lambda w, user: {
         f"{w.breaker_tool}-minutes": "30",
         f"{w.breaker_tool}-reason": "forged",
         f"{w.breaker_tool}-confirm": "on",
-    },  # fmt: skip
+    },
     "breaker-reset": lambda w, user: {},
     "run-abort": lambda w, user: {"reason": "forged abort", "confirm": "on"},
     "approval-decide": lambda w, user: {
@@ -175,7 +175,7 @@ POSTS: dict[str, Body] = {
         "note": "",
         "args_hash": w.approval.args_hash,
         "confirmed": "1",  # the confirmation's own field: a charge is confirmed
-    },  # fmt: skip
+    },
     "tickets-bulk": lambda w, user: {"action": "assign", "ids": [str(w.ticket.pk)]},
     "ticket-assign": lambda w, user: {"to": "me"},
     "ticket-retry": lambda w, user: {},

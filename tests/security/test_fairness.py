@@ -57,8 +57,9 @@ def _until_held(server: Any, token: str, count: int) -> None:
     probe = _client(server, token, timeout=5)
     wait_until(
         lambda: probe.get("/tools").status_code == 429,
-        30, failure=f"the server never held {count} requests of agent A",
-    )  # fmt: skip
+        30,
+        failure=f"the server never held {count} requests of agent A",
+    )
 
 
 def test_64_long_polls_by_one_agent_do_not_delay_another_agents_requests(
@@ -76,9 +77,14 @@ def test_64_long_polls_by_one_agent_do_not_delay_another_agents_requests(
     tools = b.get("/tools")
     tools_s = time.monotonic() - started
     started = time.monotonic()
-    read = b.post("/runs/r-b/calls", json={
-        "step_index": 0, "tool": "query_stock", "args": {"sku": "A12"},
-    })  # fmt: skip
+    read = b.post(
+        "/runs/r-b/calls",
+        json={
+            "step_index": 0,
+            "tool": "query_stock",
+            "args": {"sku": "A12"},
+        },
+    )
     call_s = time.monotonic() - started
 
     assert tools.status_code == 200 and tools_s < SERVED_WITHIN_S
@@ -126,8 +132,9 @@ def test_an_agent_whose_long_polls_went_away_gets_its_slots_back(
 
     wait_until(  # well before the long-polls end (10 s)
         lambda: a.get("/tools").status_code != 429,
-        5, failure="the slots of a client gone away were kept",
-    )  # fmt: skip
+        5,
+        failure="the slots of a client gone away were kept",
+    )
 
 
 def test_a_concurrent_duplicate_with_wait_0_answers_at_once_in_progress(
@@ -143,8 +150,10 @@ def test_a_concurrent_duplicate_with_wait_0_answers_at_once_in_progress(
     first.start()
     wait_until(
         lambda: shop.requests("/inventory/reservations"),
-        10, every=0.02, failure="the first request never reached the shop",
-    )  # fmt: skip
+        10,
+        every=0.02,
+        failure="the first request never reached the shop",
+    )
 
     started = time.monotonic()
     duplicate = a.post("/runs/r-dup/calls", json={**write, "wait": 0})
@@ -192,19 +201,26 @@ def test_mcp_calls_waiting_for_a_reviewer_do_not_stall_another_agents_mcp_reques
     sessions = [ready_session(server.url, agent_a[1]) for _ in range(12)]
     pool = ThreadPoolExecutor(len(sessions))
     waits = [
-        pool.submit(mcp_post, server.url, agent_a[1], sid,
-                    {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": held})
+        pool.submit(
+            mcp_post,
+            server.url,
+            agent_a[1],
+            sid,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": held},
+        )
         for sid in sessions
-    ]  # fmt: skip
+    ]
     wait_until(
         lambda: ToolCall.objects.filter(status="pending_approval").count() >= len(sessions),
-        30, failure="agent A's calls were not all held",
-    )  # fmt: skip
+        30,
+        failure="agent A's calls were not all held",
+    )
 
     started = time.monotonic()
     sid = ready_session(server.url, agent_b[1])
-    listed = mcp_post(server.url, agent_b[1], sid,
-                      {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})  # fmt: skip
+    listed = mcp_post(
+        server.url, agent_b[1], sid, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+    )
     assert listed.status_code == 200 and "query_stock" in listed.text
     assert time.monotonic() - started < 5.0  # generous: was the whole 20 s wait before
     assert not any(w.done() for w in waits)  # the attack was still on

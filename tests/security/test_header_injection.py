@@ -116,9 +116,10 @@ def test_a_trace_id_with_a_control_character_is_refused(
     api: APIClient, shop: Shop, control: str
 ) -> None:
     response = api.post(
-        "/api/v1/runs", {"run_id": "r-1", "trace_id": TRACE[:16] + control + TRACE[16:]},
+        "/api/v1/runs",
+        {"run_id": "r-1", "trace_id": TRACE[:16] + control + TRACE[16:]},
         format="json",
-    )  # fmt: skip
+    )
 
     assert_problem(response, 400)
     assert not Run.objects.exists()
@@ -135,9 +136,10 @@ def test_a_session_key_with_a_control_character_is_refused(
     api: APIClient, shop: Shop, control: str
 ) -> None:
     response = api.post(
-        "/api/v1/runs", {"run_id": "r-1", "session_key": f"conv{control}X-Injected: 1"},
+        "/api/v1/runs",
+        {"run_id": "r-1", "session_key": f"conv{control}X-Injected: 1"},
         format="json",
-    )  # fmt: skip
+    )
 
     assert_problem(response, 400)
     assert not Run.objects.exists()
@@ -184,8 +186,14 @@ def test_ids_sent_downstream_are_exactly_the_ids_accepted(api: APIClient, shop: 
 
 
 def mcp_call(agent: Agent, meta: dict[str, Any]) -> mcp_calls.Outcome:
-    return mcp_calls.call(agent=agent, session_id="s-1", tool="reserve_stock",
-                          arguments=RESERVE, meta=meta, traceparent="")  # fmt: skip
+    return mcp_calls.call(
+        agent=agent,
+        session_id="s-1",
+        tool="reserve_stock",
+        arguments=RESERVE,
+        meta=meta,
+        traceparent="",
+    )
 
 
 @pytest.mark.parametrize("control", CONTROLS)
@@ -211,9 +219,13 @@ def test_an_mcp_traceparent_with_crlf_starts_no_trace_of_its_own(
     agent_a: tuple[Agent, str], shop: Shop
 ) -> None:
     outcome = mcp_calls.call(
-        agent=agent_a[0], session_id="s-1", tool="reserve_stock", arguments=RESERVE,
-        meta={"toolops/run_id": "r-9"}, traceparent=f"00-{TRACE}-00f067aa0ba902b7-01{INJECTED}",
-    )  # fmt: skip
+        agent=agent_a[0],
+        session_id="s-1",
+        tool="reserve_stock",
+        arguments=RESERVE,
+        meta={"toolops/run_id": "r-9"},
+        traceparent=f"00-{TRACE}-00f067aa0ba902b7-01{INJECTED}",
+    )
 
     assert not outcome.is_error
     nothing_injected(shop)

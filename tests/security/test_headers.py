@@ -43,10 +43,17 @@ def hostile_run(agent_a: tuple[Agent, str]) -> Run:
     """A run whose unknown call's error text (a downstream's words) holds a script."""
     run = make_run(agent_a[0], "r-hostile")
     call = make_call(
-        run, "tc-hostile", 0, "create_order", "unknown", idempotency_key="f" * 64,
-        error_class="unknown", error_reason="timeout", error_message=SCRIPT,
+        run,
+        "tc-hostile",
+        0,
+        "create_order",
+        "unknown",
+        idempotency_key="f" * 64,
+        error_class="unknown",
+        error_reason="timeout",
+        error_message=SCRIPT,
         args={"note": SCRIPT},
-    )  # fmt: skip
+    )
     make_record(call, state="claimed", fence=1)
     return run
 
@@ -66,12 +73,21 @@ def test_every_console_page_refuses_inline_script_and_other_origins(
 ) -> None:
     call = hostile_run.calls.get()
     pages = [
-        "/console/login/", "/console/", f"/console/runs/{hostile_run.pk}/", "/console/tools/",
-        "/console/unknown/", f"/console/unknown/{call.pk}/settle/", "/console/health/",
-        "/console/metrics/", "/console/approvals/", "/console/tickets/",
-        "/console/search/?q=nothing", f"/console/calls/{call.call_id}/args/", "/admin/",
+        "/console/login/",
+        "/console/",
+        f"/console/runs/{hostile_run.pk}/",
+        "/console/tools/",
+        "/console/unknown/",
+        f"/console/unknown/{call.pk}/settle/",
+        "/console/health/",
+        "/console/metrics/",
+        "/console/approvals/",
+        "/console/tickets/",
+        "/console/search/?q=nothing",
+        f"/console/calls/{call.call_id}/args/",
+        "/admin/",
         "/admin/auth/user/",
-    ]  # fmt: skip
+    ]
     for path in pages:
         response = staff.get(path, follow=True)
         assert response.status_code == 200, path
@@ -89,10 +105,15 @@ def test_a_script_in_a_field_a_downstream_controls_is_escaped_and_refused_by_the
     assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in html
 
     with open_page() as page:
-        page.context.add_cookies([{
-            "name": "sessionid", "value": staff.cookies["sessionid"].value,
-            "url": live_server.url,
-        }])  # fmt: skip
+        page.context.add_cookies(
+            [
+                {
+                    "name": "sessionid",
+                    "value": staff.cookies["sessionid"].value,
+                    "url": live_server.url,
+                }
+            ]
+        )
         page.goto(f"{live_server.url}/console/runs/{hostile_run.pk}/")
         expect(page.locator(".err-message").first).to_contain_text(SCRIPT)
         assert page.evaluate("window.__xss") is None
@@ -143,8 +164,10 @@ def test_hsts_asks_for_no_preload_unless_the_deployment_opts_in(
     toolops_server: Callable[..., Any], shop: Shop
 ) -> None:
     https = {
-        "TOOLOPS_HTTPS": "1", "FORWARDED_ALLOW_IPS": "", "TOOLOPS_TRUSTED_PROXIES": "127.0.0.1"
-    }  # fmt: skip
+        "TOOLOPS_HTTPS": "1",
+        "FORWARDED_ALLOW_IPS": "",
+        "TOOLOPS_TRUSTED_PROXIES": "127.0.0.1",
+    }
     default = toolops_server(**https)
     opted = toolops_server(**https, TOOLOPS_HSTS_PRELOAD="1")
 

@@ -64,12 +64,15 @@ API_TRIES: dict[str, Any] = {
     "run-detail": ("GET", "/api/v1/runs/r-1", None),
     "run-complete": ("POST", "/api/v1/runs/r-1/complete", {}),
     "run-abort": ("POST", "/api/v1/runs/r-1/abort", {"reason": "mine now"}),
-    "call-create": ("POST", "/api/v1/runs/r-1/calls",
-                    {"step_index": 1, "tool": "reserve_stock", "args": RESERVE}),
+    "call-create": (
+        "POST",
+        "/api/v1/runs/r-1/calls",
+        {"step_index": 1, "tool": "reserve_stock", "args": RESERVE},
+    ),
     "call-detail": ("GET", "/api/v1/calls/{call_id}", None),
     # The agent's own view of the policy: no object in its path to name.
     "policy-detail": None,
-}  # fmt: skip
+}
 
 
 def test_every_api_route_is_tried() -> None:
@@ -122,29 +125,58 @@ def test_agent_b_cannot_see_agent_as_calls_in_a_run_listing(
 ANYONE = {"reviewer", "support", "operator"}
 # Who may use each console route (superusers may use all; login and logout are everyone's).
 ALLOWED: dict[str, set[str]] = {
-    "runs": ANYONE, "run-detail": ANYONE, "call": ANYONE, "tools": ANYONE,
-    "unknown": ANYONE, "health": ANYONE, "metrics": ANYONE, "search": ANYONE,
-    "tool-policy": {"operator"}, "unknown-settle": {"operator"},
-    "breaker-force-open": {"operator"}, "breaker-reset": {"operator"}, "run-abort": {"operator"},
-    "approvals": {"reviewer"}, "approval": {"reviewer"}, "approval-decide": {"reviewer"},
-    "tickets": {"support"}, "tickets-bulk": {"support"}, "ticket": {"support"},
-    "ticket-assign": {"support"}, "ticket-retry": {"support"}, "ticket-resolve": {"support"},
-    "ticket-comment": {"support"}, "ticket-snooze": {"support"}, "ticket-unsnooze": {"support"},
+    "runs": ANYONE,
+    "run-detail": ANYONE,
+    "call": ANYONE,
+    "tools": ANYONE,
+    "unknown": ANYONE,
+    "health": ANYONE,
+    "metrics": ANYONE,
+    "search": ANYONE,
+    "tool-policy": {"operator"},
+    "unknown-settle": {"operator"},
+    "breaker-force-open": {"operator"},
+    "breaker-reset": {"operator"},
+    "run-abort": {"operator"},
+    "approvals": {"reviewer"},
+    "approval": {"reviewer"},
+    "approval-decide": {"reviewer"},
+    "tickets": {"support"},
+    "tickets-bulk": {"support"},
+    "ticket": {"support"},
+    "ticket-assign": {"support"},
+    "ticket-retry": {"support"},
+    "ticket-resolve": {"support"},
+    "ticket-comment": {"support"},
+    "ticket-snooze": {"support"},
+    "ticket-unsnooze": {"support"},
     "call_args": set(),  # view_full_args: no persona has it
     "audit": {"operator"},
-    "lockouts": {"operator"}, "lockout-unlock": {"operator"},
-    "agents": {"operator"}, "agent-rate-limit": {"operator"}, "two-factor": ANYONE,
-    "account-notifications": ANYONE, "notifications": {"operator"},
+    "lockouts": {"operator"},
+    "lockout-unlock": {"operator"},
+    "agents": {"operator"},
+    "agent-rate-limit": {"operator"},
+    "two-factor": ANYONE,
+    "account-notifications": ANYONE,
+    "notifications": {"operator"},
     "notification-retry": {"operator"},
-    "home": ANYONE, "nav-counts": ANYONE, "webhooks": {"operator"},
-    "webhook-add": {"operator"}, "webhook-test": {"operator"}, "webhook-remove": {"operator"},
+    "home": ANYONE,
+    "nav-counts": ANYONE,
+    "webhooks": {"operator"},
+    "webhook-add": {"operator"},
+    "webhook-test": {"operator"},
+    "webhook-remove": {"operator"},
     # The agent policy: a version's page is linked from approvals, so every console
     # person reads it; the page and every change are the operators'.
-    "policy": {"operator"}, "policy-version": {"reviewer", "support", "operator"},
-    "policy-validate": {"operator"}, "policy-simulate": {"operator"},
-    "policy-apply": {"operator"}, "policy-rollback": {"operator"},
-    "policy-confirm": {"operator"}, "policy-withdraw": {"operator"},
-}  # fmt: skip
+    "policy": {"operator"},
+    "policy-version": {"reviewer", "support", "operator"},
+    "policy-validate": {"operator"},
+    "policy-simulate": {"operator"},
+    "policy-apply": {"operator"},
+    "policy-rollback": {"operator"},
+    "policy-confirm": {"operator"},
+    "policy-withdraw": {"operator"},
+}
 PERSONAS = ("outsider", "reviewer", "support", "operator")
 REFUSED = sorted(
     (name, persona)

@@ -68,8 +68,9 @@ def nested(depth: int, leaf: str = "1") -> str:
 
 
 def test_it_refuses_a_decimal_string_with_a_huge_exponent(api: APIClient, run: str) -> None:
-    feedback = invalid_args(call(api, "quote_total", {"unit_price": "1e1000000", "qty": 1}),
-                            "unit_price")  # fmt: skip
+    feedback = invalid_args(
+        call(api, "quote_total", {"unit_price": "1e1000000", "qty": 1}), "unit_price"
+    )
     assert "1e308" in feedback
 
 
@@ -199,8 +200,12 @@ def test_it_refuses_an_id_with_white_space_instead_of_trimming_it(
 
 
 def test_it_refuses_a_tool_call_id_with_a_trailing_newline(api: APIClient, run: str) -> None:
-    body = {"step_index": 0, "tool": "query_stock", "args": {"sku": "A12"},
-            "tool_call_id": "tc-1\n"}  # fmt: skip
+    body = {
+        "step_index": 0,
+        "tool": "query_stock",
+        "args": {"sku": "A12"},
+        "tool_call_id": "tc-1\n",
+    }
     assert_problem(api.post("/api/v1/runs/r-1/calls", body, format="json"), 400)
     assert not ToolCall.objects.exists()
 
@@ -237,17 +242,30 @@ def mcp_call(url: str, token: str, tool: str, arguments: Any, meta: Any = None) 
 def mcp_raw(url: str, token: str, arguments: str) -> dict[str, Any]:
     """A tools/call whose arguments are sent as written (after the handshake): the
     JSON-RPC error it gets."""
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
     with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
         started = http.post("/mcp/", json=hello)
-        session = {"mcp-session-id": started.headers["mcp-session-id"],
-                   "mcp-protocol-version": "2025-06-18"}  # fmt: skip
-        http.post("/mcp/", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                  headers=session)  # fmt: skip
+        session = {
+            "mcp-session-id": started.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        http.post(
+            "/mcp/", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+        )
         head = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
         raw = head + '{"name": "reserve_stock", "arguments": ' + arguments + "}}"
         answer = http.post("/mcp/", content=raw, headers=session)
@@ -263,8 +281,13 @@ def test_it_refuses_an_mcp_meta_run_id_with_a_newline(
     # It made the run "run-1\n" before, and its write stayed in_progress with a live
     # claim when the id could not go out as a header.
     with pytest.raises(MCPError, match="toolops/run_id"):
-        mcp_call(server.url, agent_a[1], "reserve_stock", {"sku": "A12", "qty": 1},
-                 {"toolops/run_id": "run-1\n"})  # fmt: skip
+        mcp_call(
+            server.url,
+            agent_a[1],
+            "reserve_stock",
+            {"sku": "A12", "qty": 1},
+            {"toolops/run_id": "run-1\n"},
+        )
     assert not Run.objects.exists() and not ToolCall.objects.exists()
     assert shop.requests() == []
 
@@ -289,8 +312,13 @@ def test_it_refuses_mcp_arguments_nested_too_deep_or_not_finite(
         error = mcp_raw(server.url, agent_a[1], f'{{"sku": "A12", "qty": {number}}}')
         assert error["code"] == -32602 and "finite" in error["message"], error
     with pytest.raises(MCPError, match="_meta"):
-        mcp_call(server.url, agent_a[1], "reserve_stock", {"sku": "A12", "qty": 1},
-                 {"x": json.loads(nested(80))})  # fmt: skip
+        mcp_call(
+            server.url,
+            agent_a[1],
+            "reserve_stock",
+            {"sku": "A12", "qty": 1},
+            {"x": json.loads(nested(80))},
+        )
     error = mcp_raw(server.url, agent_a[1], r'{"sku": "A12\u0000", "qty": 1}')
     assert error["code"] == -32602 and "U+0000" in error["message"], error
     assert not ToolCall.objects.exists()
@@ -313,8 +341,9 @@ def test_another_agent_is_answered_while_hostile_input_is_sent(
     toolops_server: Any, agent_a: tuple[Any, str], agent_b: tuple[Any, str], shop: Shop
 ) -> None:
     live = toolops_server()
-    hostile = httpx.Client(base_url=live.url, timeout=120,
-                           headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
+    hostile = httpx.Client(
+        base_url=live.url, timeout=120, headers={"Authorization": f"Bearer {agent_a[1]}"}
+    )
     assert hostile.post("/api/v1/runs", json={"run_id": "r-1"}).status_code == 201
     sending, stop = threading.Event(), threading.Event()
     statuses: list[int] = []
@@ -333,8 +362,9 @@ def test_another_agent_is_answered_while_hostile_input_is_sent(
     attacker.start()
     try:
         assert sending.wait(10)
-        with httpx.Client(base_url=live.url, timeout=30,
-                          headers={"Authorization": f"Bearer {agent_b[1]}"}) as other:  # fmt: skip
+        with httpx.Client(
+            base_url=live.url, timeout=30, headers={"Authorization": f"Bearer {agent_b[1]}"}
+        ) as other:
             for _ in range(10):
                 started = time.monotonic()
                 response = other.get("/api/v1/tools")

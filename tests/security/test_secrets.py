@@ -116,8 +116,9 @@ def call_span(spans: list[Any], tool: str) -> Any:
 
 
 def everything_in(spans: list[Any]) -> str:
-    return repr([(s.name, dict(s.attributes), [dict(e.attributes) for e in s.events])
-                 for s in spans])  # fmt: skip
+    return repr(
+        [(s.name, dict(s.attributes), [dict(e.attributes) for e in s.events]) for s in spans]
+    )
 
 
 def test_an_exported_span_never_carries_the_idempotency_key(
@@ -146,8 +147,12 @@ def test_a_collector_reader_cannot_confirm_a_guess_at_a_redacted_value(
     spec = registry.get("send_notification")
     assert spec is not None
     canonical = canonical_json(normalize(NOTE, spec.params_schema))
-    guess = idempotency_key(run_id=f"{agent_a[0].pk}/r-1", step_index=0,
-                            tool="send_notification", canonical_args=canonical)  # fmt: skip
+    guess = idempotency_key(
+        run_id=f"{agent_a[0].pk}/r-1",
+        step_index=0,
+        tool="send_notification",
+        canonical_args=canonical,
+    )
     assert guess == ToolCall.objects.get(call_id=done["call_id"]).idempotency_key
 
     text = everything_in(spans)
@@ -206,10 +211,21 @@ def test_a_task_runtime_that_passes_the_luhn_check_is_not_redacted_from_a_log_li
     from celery.app.trace import LOG_SUCCESS
 
     record = logging.LogRecord(
-        "celery.app.trace", logging.INFO, __file__, 1, LOG_SUCCESS,
-        ({"name": "toolops.tasks.sweep_stale_claims", "id": "9f1c", "runtime": RUNTIME,
-          "return_value": 0},), None,
-    )  # fmt: skip
+        "celery.app.trace",
+        logging.INFO,
+        __file__,
+        1,
+        LOG_SUCCESS,
+        (
+            {
+                "name": "toolops.tasks.sweep_stale_claims",
+                "id": "9f1c",
+                "runtime": RUNTIME,
+                "return_value": 0,
+            },
+        ),
+        None,
+    )
 
     RedactingFilter().filter(record)
 
@@ -219,16 +235,26 @@ def test_a_task_runtime_that_passes_the_luhn_check_is_not_redacted_from_a_log_li
 def test_a_worker_process_logs_runtimes_whole_and_cards_redacted() -> None:
     # A process configured as the worker is (settings.LOGGING, its filter on the handler;
     # the worker does not hijack the root logger), logging Celery's own success line.
-    line = {"name": "t", "id": "1", "runtime": RUNTIME,
-            "return_value": json.dumps({"card": CARD, "at": 1733100000004})}  # fmt: skip
+    line = {
+        "name": "t",
+        "id": "1",
+        "runtime": RUNTIME,
+        "return_value": json.dumps({"card": CARD, "at": 1733100000004}),
+    }
     script = (
         "import django; django.setup();"
         "from celery.app.trace import LOG_SUCCESS, logger;"
         f"logger.warning(LOG_SUCCESS, {line!r})"
     )
     env = server_env(DJANGO_SETTINGS_MODULE="toolops.settings")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert done.returncode == 0, done.stderr
     assert f"succeeded in {RUNTIME}s" in done.stderr
@@ -243,15 +269,18 @@ def test_a_console_search_for_an_idempotency_key_is_not_exported_in_the_pages_sp
     done = body(post_call(api, step_index=0, tool="reserve_stock", args=RESERVE))
     key = ToolCall.objects.get(call_id=done["call_id"]).idempotency_key
     make_user(django_user_model, "olga", "operators")
-    server = toolops_server(OTEL_EXPORTER_OTLP_ENDPOINT=otlp_http.url,
-                            OTEL_BSP_SCHEDULE_DELAY="50")  # fmt: skip
+    server = toolops_server(OTEL_EXPORTER_OTLP_ENDPOINT=otlp_http.url, OTEL_BSP_SCHEDULE_DELAY="50")
 
     with httpx.Client(base_url=server.url, timeout=30) as browser:
         login = browser.get("/console/login/")
-        browser.post("/console/login/", data={
-            "username": "olga", "password": PASSWORD,
-            "csrfmiddlewaretoken": login.cookies["csrftoken"],
-        })  # fmt: skip
+        browser.post(
+            "/console/login/",
+            data={
+                "username": "olga",
+                "password": PASSWORD,
+                "csrfmiddlewaretoken": login.cookies["csrftoken"],
+            },
+        )
         found = browser.get("/console/search/", params={"q": key})
     assert found.status_code == 302  # it still finds the run
 

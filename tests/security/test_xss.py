@@ -73,41 +73,77 @@ def hostile(xss_catalog: None, django_user_model: Any) -> dict[str, Any]:
         username=payload("username")[:150], email="b@example.com", password="pw"
     )
     agent = Agent.objects.create(name=payload("agent"), token_hash="f" * 64, token_hint="tops_x")
-    run = make_run(agent, "r-xss", session_key=payload("session_key"),
-                   metadata={"note": payload("metadata")})  # fmt: skip
+    run = make_run(
+        agent, "r-xss", session_key=payload("session_key"), metadata={"note": payload("metadata")}
+    )
     call = make_call(
-        run, payload("tool_call_id")[:128], 0, "create_order", "failed",
-        args={"note": payload("args")}, result={"note": payload("result")},
-        error_class="fatal", error_reason="rejected", error_message=payload("error"),
+        run,
+        payload("tool_call_id")[:128],
+        0,
+        "create_order",
+        "failed",
+        args={"note": payload("args")},
+        result={"note": payload("result")},
+        error_class="fatal",
+        error_reason="rejected",
+        error_message=payload("error"),
         feedback=payload("feedback"),
-    )  # fmt: skip
-    unknown_tool = make_call(run, "tc-made-up", 1, payload("tool_name")[:128], "failed",
-                             error_class="fatal", error_reason="unknown_tool")  # fmt: skip
+    )
+    unknown_tool = make_call(
+        run,
+        "tc-made-up",
+        1,
+        payload("tool_name")[:128],
+        "failed",
+        error_class="fatal",
+        error_reason="unknown_tool",
+    )
     unknown = make_call(
-        run, "tc-lost", 2, "create_order", "unknown", args={"note": payload("args")},
-        error_class="unknown", error_reason="timeout", error_message=payload("unknown_error"),
+        run,
+        "tc-lost",
+        2,
+        "create_order",
+        "unknown",
+        args={"note": payload("args")},
+        error_class="unknown",
+        error_reason="timeout",
+        error_message=payload("unknown_error"),
         created_at=timezone.now() - timedelta(minutes=10),
-    )  # fmt: skip
-    pending = hold(run, "tc-held", "send_notification", {"to": "c-1", "message": payload("args")},
-                   step_index=4)  # fmt: skip
-    decided = hold(run, "tc-decided", "send_notification", {"to": "c-1", "message": "hi"},
-                   step_index=5)  # fmt: skip
+    )
+    pending = hold(
+        run, "tc-held", "send_notification", {"to": "c-1", "message": payload("args")}, step_index=4
+    )
+    decided = hold(
+        run, "tc-decided", "send_notification", {"to": "c-1", "message": "hi"}, step_index=5
+    )
     ApprovalVote.objects.create(
-        approval=decided, reviewer=boss, decision="reject", note=payload("reviewer_note"),
+        approval=decided,
+        reviewer=boss,
+        decision="reject",
+        note=payload("reviewer_note"),
         args_hash=decided.args_hash,
-    )  # fmt: skip
+    )
     Approval.objects.filter(pk=decided.pk).update(
         status="rejected", decided_by=boss, decided_at=timezone.now(), note=payload("reviewer_note")
     )
     ticket = dead_letter(agent, "r-xss-dead", error=payload("downstream_error"))
-    TicketEvent.objects.create(ticket=ticket, kind="comment", actor=boss,
-                               text=payload("ticket_comment"))  # fmt: skip
+    TicketEvent.objects.create(
+        ticket=ticket, kind="comment", actor=boss, text=payload("ticket_comment")
+    )
     ticket.assignee = boss
     ticket.save(update_fields=["assignee"])
     client = Client()
     client.force_login(boss)
-    return {"client": client, "run": run, "call": call, "unknown": unknown, "pending": pending,
-            "decided": decided, "ticket": ticket, "unknown_tool": unknown_tool}  # fmt: skip
+    return {
+        "client": client,
+        "run": run,
+        "call": call,
+        "unknown": unknown,
+        "pending": pending,
+        "decided": decided,
+        "ticket": ticket,
+        "unknown_tool": unknown_tool,
+    }
 
 
 def page(hostile: dict[str, Any], path: str, *, htmx: bool = False, **params: Any) -> str:
@@ -135,8 +171,17 @@ def test_the_run_page_shows_args_results_errors_feedback_and_session_only_as_tex
     hostile: Any,
 ) -> None:
     html = page(hostile, f"/console/runs/{hostile['run'].pk}/")
-    assert_only_escaped(html, "session_key", "args", "result", "error", "feedback",
-                        "tool_call_id", "tool_name", "agent")  # fmt: skip
+    assert_only_escaped(
+        html,
+        "session_key",
+        "args",
+        "result",
+        "error",
+        "feedback",
+        "tool_call_id",
+        "tool_name",
+        "agent",
+    )
 
 
 def test_the_run_pages_live_fragment_escapes_them_too(hostile: Any) -> None:

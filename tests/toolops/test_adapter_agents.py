@@ -76,11 +76,15 @@ def test_a_write_asked_twice_in_a_turn_is_one_write(
     server: Any, agent_a: tuple[Any, str], shop: Shop
 ) -> None:
     ToolPolicy.objects.create(tool="create_order", requires_approval=False)
-    model = ScriptedModel([
-        [function_call("create_order", ORDER, call_id="call_1"),
-         function_call("create_order", ORDER, call_id="call_2")],
-        [assistant_message("Ordered.")],
-    ])  # fmt: skip
+    model = ScriptedModel(
+        [
+            [
+                function_call("create_order", ORDER, call_id="call_1"),
+                function_call("create_order", ORDER, call_id="call_2"),
+            ],
+            [assistant_message("Ordered.")],
+        ]
+    )
 
     result, run = run_agent(server.url, agent_a[1], model, "One A12, please.")
 
@@ -98,11 +102,13 @@ def test_a_failing_tool_gives_the_model_its_feedback(
     server: Any, agent_a: tuple[Any, str], shop: Shop
 ) -> None:
     shop.fault("/inventory/reservations", fail_next=1, fail_status=400)
-    model = ScriptedModel([
-        [function_call("reserve_stock", {"sku": "A12", "qty": 1}, call_id="call_1")],
-        [function_call("query_stock", {"sku": "A12"}, call_id="call_2")],
-        [assistant_message("A12 cannot be reserved now.")],
-    ])  # fmt: skip
+    model = ScriptedModel(
+        [
+            [function_call("reserve_stock", {"sku": "A12", "qty": 1}, call_id="call_1")],
+            [function_call("query_stock", {"sku": "A12"}, call_id="call_2")],
+            [assistant_message("A12 cannot be reserved now.")],
+        ]
+    )
 
     result, run = run_agent(server.url, agent_a[1], model, "Reserve one A12.")
 
@@ -137,11 +143,15 @@ def test_a_charge_that_needs_approval_pauses_and_resumes_once_approved(
     worker: Callable[..., Worker],
     django_user_model: Any,
 ) -> None:
-    model = ScriptedModel([
-        [function_call("charge", CHARGE, call_id="call_1"),
-         function_call("charge", CHARGE, call_id="call_2")],
-        [assistant_message("Charged.")],
-    ])  # fmt: skip
+    model = ScriptedModel(
+        [
+            [
+                function_call("charge", CHARGE, call_id="call_1"),
+                function_call("charge", CHARGE, call_id="call_2"),
+            ],
+            [assistant_message("Charged.")],
+        ]
+    )
 
     async def pause() -> tuple[str, str, Any]:
         async with AsyncToolOps(server.url, agent_a[1]) as client:
@@ -204,11 +214,13 @@ def test_without_pausing_a_held_call_waits_and_the_same_call_again_answers_it(
         await asyncio.to_thread(approve_and_run)
         return [function_call("charge", CHARGE, call_id="call_2")]
 
-    model = ScriptedModel([
-        [function_call("charge", CHARGE, call_id="call_1")],
-        ModelStep.respond(decided_then_ask_again),
-        [assistant_message("Charged.")],
-    ])  # fmt: skip
+    model = ScriptedModel(
+        [
+            [function_call("charge", CHARGE, call_id="call_1")],
+            ModelStep.respond(decided_then_ask_again),
+            [assistant_message("Charged.")],
+        ]
+    )
 
     async def go() -> Any:
         async with AsyncToolOps(server.url, agent_a[1]) as client, client.run() as run:

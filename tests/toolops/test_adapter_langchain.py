@@ -119,8 +119,10 @@ def test_it_offers_the_catalog_as_tools_that_also_run_outside_a_graph(
         {"type": "tool_call", "id": "call_2", "name": "charge", "args": CHARGE}
     )
     assert (stock.tool_call_id, stock.status, json.loads(stock.content)["sku"]) == (
-        "call_1", "success", "A12",
-    )  # fmt: skip
+        "call_1",
+        "success",
+        "A12",
+    )
     assert (held.tool_call_id, held.status) == ("call_2", "error")
     assert run.get()["calls"][1]["status"] == "pending_approval"
     assert held.content.startswith("charge is waiting for a reviewer because it cannot be undone")
@@ -177,9 +179,10 @@ def test_a_plain_loop_gets_tool_messages_and_a_turn_sent_again_the_record(
     shop.fault("/inventory/stock", fail_next=5, fail_status=400)
     reserve = {"sku": "A12", "qty": 1}
     turn = asks(
-        ("call_1", "reserve_stock", reserve), ("call_2", "reserve_stock", reserve),
+        ("call_1", "reserve_stock", reserve),
+        ("call_2", "reserve_stock", reserve),
         ("call_3", "query_stock", {"sku": "A12"}),
-    )  # fmt: skip
+    )
     with client.run() as run:
         messages = tool_messages(run, turn, step_index=0)
         again = tool_messages(run, turn, step_index=0)
@@ -251,9 +254,12 @@ def test_a_rejected_charge_tells_the_model_the_reviewers_note(
     approval = Approval.objects.get()
     rita = make_user(django_user_model, "rita", "reviewers")
     approval_decide(
-        approval=approval, by=rita, approve=False, note="Customer cancelled",
+        approval=approval,
+        by=rita,
+        approve=False,
+        note="Customer cancelled",
         args_hash=approval.args_hash,
-    )  # fmt: skip
+    )
 
     state = graph.invoke(Command(resume=True), THREAD)
     run.complete()

@@ -43,10 +43,15 @@ def claude(*uses: tuple[str, str, dict[str, Any]], text: str | None = None) -> A
         for use_id, name, args in uses
     ]
     return {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": MODEL,
-        "content": content, "stop_reason": "tool_use" if uses else "end_turn",
-        "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5},
-    }  # fmt: skip
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": content,
+        "stop_reason": "tool_use" if uses else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
 
 
 def claude_agent(model: FakeModel, run: Run, tools: list[Any], *, wait: float = 0) -> Any:
@@ -82,10 +87,12 @@ def test_a_failing_tool_is_an_error_result_with_its_feedback(client: ToolOps, sh
     shop.fault("/inventory/stock", fail_next=5, fail_status=400)
     model = FakeModel(
         MESSAGES,
-        [claude(("toolu_1", "query_stock", {"sku": "A12"}), text="Let me look."),
-         claude(text="The stock service refused.")],
+        [
+            claude(("toolu_1", "query_stock", {"sku": "A12"}), text="Let me look."),
+            claude(text="The stock service refused."),
+        ],
         http=httpx2,
-    )  # fmt: skip
+    )
     tools = anthropic_tools(client)
 
     with client.run() as run:
@@ -98,9 +105,11 @@ def test_a_failing_tool_is_an_error_result_with_its_feedback(client: ToolOps, sh
     result = told(model, 1)["toolu_1"]
     assert call["status"] == "failed"
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_1", "content": call["feedback"],
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": call["feedback"],
         "is_error": True,
-    }  # fmt: skip
+    }
     assert "query_stock" in result["content"]
 
 
@@ -108,10 +117,12 @@ def test_an_order_asked_twice_in_a_turn_is_one_order(client: ToolOps, shop: Shop
     ToolPolicy.objects.create(tool="create_order", requires_approval=False)
     model = FakeModel(
         MESSAGES,
-        [claude(("toolu_1", "create_order", ORDER), ("toolu_2", "create_order", ORDER)),
-         claude(text="Ordered.")],
+        [
+            claude(("toolu_1", "create_order", ORDER), ("toolu_2", "create_order", ORDER)),
+            claude(text="Ordered."),
+        ],
         http=httpx2,
-    )  # fmt: skip
+    )
 
     with client.run() as run:
         claude_agent(model, run, anthropic_tools(client))

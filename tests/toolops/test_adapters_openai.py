@@ -45,16 +45,22 @@ def completion(*calls: tuple[str, str, dict[str, Any]], text: str | None = None)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     if calls:
         message["tool_calls"] = [
-            {"id": call_id, "type": "function",
-             "function": {"name": name, "arguments": json.dumps(args)}}
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
             for call_id, name, args in calls
-        ]  # fmt: skip
+        ]
     finish = "tool_calls" if calls else "stop"
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": MODEL,
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    }  # fmt: skip
+    }
 
 
 def response(*calls: tuple[str, str, dict[str, Any]], text: str | None = None) -> Any:
@@ -62,19 +68,36 @@ def response(*calls: tuple[str, str, dict[str, Any]], text: str | None = None) -
     output: list[dict[str, Any]] = []
     if text:
         output.append(
-            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": text, "annotations": []}]}
-        )  # fmt: skip
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
     output += [
-        {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name,
-         "arguments": json.dumps(args), "status": "completed"}
+        {
+            "type": "function_call",
+            "id": f"fc_{call_id}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": json.dumps(args),
+            "status": "completed",
+        }
         for call_id, name, args in calls
-    ]  # fmt: skip
+    ]
     return {
-        "id": "resp_1", "object": "response", "created_at": 0, "model": MODEL,
-        "status": "completed", "output": output, "parallel_tool_calls": True,
-        "tool_choice": "auto", "tools": [],
-    }  # fmt: skip
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "model": MODEL,
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
 
 
 def chat_agent(llm: openai.OpenAI, run: Run, tools: list[Any], prompt: str) -> list[Any]:
@@ -110,9 +133,11 @@ def test_chat_an_order_asked_twice_in_a_turn_is_one_order(client: ToolOps, shop:
     ToolPolicy.objects.create(tool="create_order", requires_approval=False)
     model = FakeModel(
         CHAT,
-        [completion(("call_1", "create_order", ORDER), ("call_2", "create_order", ORDER)),
-         completion(text="Your order is placed.")],
-    )  # fmt: skip
+        [
+            completion(("call_1", "create_order", ORDER), ("call_2", "create_order", ORDER)),
+            completion(text="Your order is placed."),
+        ],
+    )
     tools = openai_tools(client)
 
     with client.run() as run:
@@ -127,8 +152,9 @@ def test_chat_an_order_asked_twice_in_a_turn_is_one_order(client: ToolOps, shop:
     assistant, *answers = second["messages"][1:]
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"]
     assert [(m["role"], m["tool_call_id"]) for m in answers] == [
-        ("tool", "call_1"), ("tool", "call_2"),
-    ]  # fmt: skip
+        ("tool", "call_1"),
+        ("tool", "call_2"),
+    ]
     assert answers[0]["content"] == answers[1]["content"]
     order = json.loads(answers[0]["content"])
     assert order["order_id"] == shop.state()["orders"][0]["order_id"]
@@ -139,10 +165,13 @@ def test_a_stored_turn_sent_again_is_answered_from_the_record(client: ToolOps, s
     # objects; the turn it sends again must not write again. A custom tool call is not a
     # catalog tool: the agent answers it itself.
     turn = [
-        {"id": "call_9", "type": "function",
-         "function": {"name": "reserve_stock", "arguments": '{"sku": "A12", "qty": 1}'}},
+        {
+            "id": "call_9",
+            "type": "function",
+            "function": {"name": "reserve_stock", "arguments": '{"sku": "A12", "qty": 1}'},
+        },
         {"id": "call_x", "type": "custom", "custom": {"name": "notes", "input": "A12 asked"}},
-    ]  # fmt: skip
+    ]
     with client.run() as run:
         first = run_tool_calls(run, turn, step_index=3)
         again = run_tool_calls(run, turn, step_index=3)
@@ -158,10 +187,15 @@ def test_responses_a_failing_tool_tells_the_model_its_feedback(client: ToolOps, 
     shop.fault("/inventory/reservations", fail_next=1, fail_status=409)
     model = FakeModel(
         RESPONSES,
-        [response(("call_q", "query_stock", {"sku": "A12"}),
-                  ("call_r", "reserve_stock", {"sku": "A12", "qty": 1}), text="Reserving."),
-         response(text="The reservation failed.")],
-    )  # fmt: skip
+        [
+            response(
+                ("call_q", "query_stock", {"sku": "A12"}),
+                ("call_r", "reserve_stock", {"sku": "A12", "qty": 1}),
+                text="Reserving.",
+            ),
+            response(text="The reservation failed."),
+        ],
+    )
     llm = openai_llm(model)
     tools = responses_tools(client)
 
@@ -185,9 +219,12 @@ def test_responses_a_failing_tool_tells_the_model_its_feedback(client: ToolOps, 
     assert json.loads(told["call_q"]) == calls["call_q"]["result"]
     # The model's own items went back before the outputs, as the SDK serialised them.
     assert [i.get("type") for i in second["input"][1:]] == [
-        "message", "function_call", "function_call", "function_call_output",
+        "message",
+        "function_call",
+        "function_call",
         "function_call_output",
-    ]  # fmt: skip
+        "function_call_output",
+    ]
     assert shop.state()["reservations"] == []
 
 
@@ -228,16 +265,15 @@ def test_chat_a_charge_waits_for_approval_then_the_same_turn_tells_its_result(
 
 
 @pytest.mark.parametrize(
-    ("call_id", "name"), [("call_1\n", "query_stock"), ("call 1", "query_stock"),
-                          ("call_1", "query_stock\n")],
-)  # fmt: skip
+    ("call_id", "name"),
+    [("call_1\n", "query_stock"), ("call 1", "query_stock"), ("call_1", "query_stock\n")],
+)
 def test_a_model_id_or_name_the_api_would_refuse_is_refused_before_sending(
     call_id: str, name: str
 ) -> None:
     # Nothing listens on port 1: InvalidId, not a connection error, shows nothing was sent.
     client = ToolOps("http://127.0.0.1:1", "token")
-    tool_call = {"id": call_id, "type": "function",
-                 "function": {"name": name, "arguments": "{}"}}  # fmt: skip
+    tool_call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
     with pytest.raises(InvalidId):
         run_tool_calls(Run(client, {"run_id": "r-1"}), [tool_call], step_index=0)
     client.close()

@@ -29,9 +29,13 @@ class App:
 
 
 def serve(
-    method: str, messages: list[dict[str, Any]], headers: list[tuple[bytes, bytes]],
-    *, timeout_s: float = 5.0, stall: bool = False,
-) -> tuple[App, list[dict[str, Any]]]:  # fmt: skip
+    method: str,
+    messages: list[dict[str, Any]],
+    headers: list[tuple[bytes, bytes]],
+    *,
+    timeout_s: float = 5.0,
+    stall: bool = False,
+) -> tuple[App, list[dict[str, Any]]]:
     """One request through BodyLimit; `stall`: after `messages`, the client sends nothing."""
     app, sent = App(), []
     queue = list(messages)

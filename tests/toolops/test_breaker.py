@@ -94,9 +94,11 @@ def test_it_opens_on_the_failure_rate_of_the_window(
         f.write(
             FLAKY.format(url=shop.url, cooldown=60)
             .replace("flaky_stock", "rate_stock")
-            .replace("consecutive_failures = 3, min_calls = 100", "consecutive_failures = 50, "
-                     "min_calls = 4, failure_rate = 0.5")
-        )  # fmt: skip
+            .replace(
+                "consecutive_failures = 3, min_calls = 100",
+                "consecutive_failures = 50, min_calls = 4, failure_rate = 0.5",
+            )
+        )
     registry.reset()
     api.post("/api/v1/runs", {"run_id": "r-r"}, format="json")
     outcomes = []
@@ -139,8 +141,9 @@ def test_it_shares_state_between_processes_and_probes_once(
         return httpx.post(
             f"{server.url}/api/v1/runs/r-s/calls",
             json={"step_index": step, "tool": "flaky_stock", "args": {"sku": "A12"}},
-            headers=headers, timeout=30,
-        ).json()  # fmt: skip
+            headers=headers,
+            timeout=30,
+        ).json()
 
     shop.fault("/inventory/stock", fail_next=3, fail_status=503)
     for step in range(3):

@@ -30,12 +30,14 @@ JOBS = Queue("jobs", Exchange("jobs", type="direct"), routing_key="jobs")
 
 def connect(folder: Path, transport: str = TRANSPORT) -> Connection:
     return Connection(
-        "filesystem://", transport=transport,
+        "filesystem://",
+        transport=transport,
         transport_options={
-            "data_folder_in": str(folder / "out"), "data_folder_out": str(folder / "out"),
+            "data_folder_in": str(folder / "out"),
+            "data_folder_out": str(folder / "out"),
             "control_folder": str(folder / "control"),
         },
-    )  # fmt: skip
+    )
 
 
 def produce(folder: Path, transport: str, name: str, count: int) -> None:
@@ -43,9 +45,11 @@ def produce(folder: Path, transport: str, name: str, count: int) -> None:
         producer = conn.Producer(serializer="json")
         for n in range(count):
             producer.publish(
-                {"id": f"{name}-{n}"}, exchange=JOBS.exchange, routing_key="jobs",
+                {"id": f"{name}-{n}"},
+                exchange=JOBS.exchange,
+                routing_key="jobs",
                 declare=[JOBS],
-            )  # fmt: skip
+            )
 
 
 def consume(
@@ -62,9 +66,10 @@ def consume(
             received.value += 1
 
     try:
-        with connect(folder, transport) as conn, conn.Consumer(
-            JOBS, callbacks=[on_message], accept=["json"]
-        ):  # fmt: skip
+        with (
+            connect(folder, transport) as conn,
+            conn.Consumer(JOBS, callbacks=[on_message], accept=["json"]),
+        ):
             deadline = time.monotonic() + DEADLINE_S
             while received.value < expected and time.monotonic() < deadline:
                 with suppress(TimeoutError):
@@ -168,8 +173,9 @@ def test_it_keeps_every_binding_of_an_exchange_table(tmp_path: Path) -> None:
     assert sorted(q.queue for q in chan.get_table("jobs")) == ["a", "c"]
     # Replaced whole: no temporary file is left beside it.
     assert sorted(p.name for p in (tmp_path / "control").iterdir()) == [
-        ".jobs.exchange.lock", "jobs.exchange",
-    ]  # fmt: skip
+        ".jobs.exchange.lock",
+        "jobs.exchange",
+    ]
 
 
 def test_the_default_broker_is_the_embedded_one() -> None:

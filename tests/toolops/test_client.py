@@ -113,9 +113,12 @@ def test_waiting_for_a_person_is_a_long_poll_with_a_timeout(
     def reject() -> None:
         approval = Approval.objects.get()
         approval_decide(
-            approval=approval, by=rita, approve=False, note="not today",
+            approval=approval,
+            by=rita,
+            approve=False,
+            note="not today",
             args_hash=approval.args_hash,
-        )  # fmt: skip
+        )
 
     timer = threading.Timer(0.5, reject)
     timer.start()
@@ -145,8 +148,9 @@ def test_the_async_client_does_the_same(server: Any, agent_a: tuple[Any, str], s
         async with AsyncToolOps(server.url, agent_a[1]) as client:
             async with client.run() as run:
                 call = await run.call("query_stock", {"sku": "A12"})
-                again = await run.call("query_stock", {"sku": "A12"}, step_index=0,
-                                       tool_call_id=call.tool_call_id)  # fmt: skip
+                again = await run.call(
+                    "query_stock", {"sku": "A12"}, step_index=0, tool_call_id=call.tool_call_id
+                )
                 assert again.replayed and again.call_id == call.call_id
             return run.run_id, call.status
 

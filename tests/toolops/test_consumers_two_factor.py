@@ -28,8 +28,13 @@ def session(django_user_model: Any) -> Any:
 
 def accepted(session: Any) -> bool:
     async def connect() -> bool:
-        scope = {"type": "websocket", "path": "/ws/approvals/", "headers": [],
-                 "subprotocols": [], "session": session}  # fmt: skip
+        scope = {
+            "type": "websocket",
+            "path": "/ws/approvals/",
+            "headers": [],
+            "subprotocols": [],
+            "session": session,
+        }
         communicator = ApplicationCommunicator(ApprovalsConsumer.as_asgi(), scope)
         await communicator.send_input({"type": "websocket.connect"})
         answer = await communicator.receive_output(timeout=2)

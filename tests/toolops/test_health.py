@@ -96,16 +96,22 @@ def test_readyz_names_the_database_when_it_does_not_answer_and_heals(
     assert readyz(server.url).status_code == 200
     pg_proxy.blackhole()
     checks = wait_until(
-        lambda: not_ready_on(server.url, "database"), 30, every=0.5,
+        lambda: not_ready_on(server.url, "database"),
+        30,
+        every=0.5,
         failure="/readyz never named the database",
-    )  # fmt: skip
+    )
     assert checks["database"] in ("no answer within 2 s", "unreachable (OperationalError)")
     assert "postgres" not in str(checks)  # no URL, no user
     # Alive all the while: /healthz needs no database.
     assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
     pg_proxy.heal()
-    wait_until(lambda: readyz(server.url).status_code == 200, 30, every=0.5,
-               failure="/readyz did not recover with the database")  # fmt: skip
+    wait_until(
+        lambda: readyz(server.url).status_code == 200,
+        30,
+        every=0.5,
+        failure="/readyz did not recover with the database",
+    )
 
 
 @needs_redis_server
@@ -127,14 +133,20 @@ def test_readyz_names_the_redis_that_is_down_and_recovers_with_it(
         assert readyz(server.url).status_code == 200
         redis.kill()
         checks = wait_until(
-            lambda: not_ready_on(server.url, down), 30, every=0.5,
+            lambda: not_ready_on(server.url, down),
+            30,
+            every=0.5,
             failure=f"/readyz never named the {down}",
-        )  # fmt: skip
+        )
         assert checks[down] == "unreachable (ConnectionError)"
         assert checks["database"] == "ok" and checks[other] == other_says
         redis.start()  # the same port, empty
-        wait_until(lambda: readyz(server.url).status_code == 200, 30, every=0.5,
-                   failure=f"/readyz did not recover with the {down}")  # fmt: skip
+        wait_until(
+            lambda: readyz(server.url).status_code == 200,
+            30,
+            every=0.5,
+            failure=f"/readyz did not recover with the {down}",
+        )
     finally:
         redis.kill()
 

@@ -78,9 +78,13 @@ def run_within(callbacks: list[Callable[[], Any]], seconds: float) -> float:
 
 @pytest.mark.django_db
 def test_it_returns_without_waiting_for_a_silent_redis_and_warns_later(
-    settings: Any, silent_port: int, use_sender: Callable[..., live.Sender],
-    django_capture_on_commit_callbacks: Any, caplog: Any, monkeypatch: Any,
-) -> None:  # fmt: skip
+    settings: Any,
+    silent_port: int,
+    use_sender: Callable[..., live.Sender],
+    django_capture_on_commit_callbacks: Any,
+    caplog: Any,
+    monkeypatch: Any,
+) -> None:
     url = f"redis://127.0.0.1:{silent_port}/15"
     settings.REDIS_URL = url
     settings.CHANNEL_LAYERS = {

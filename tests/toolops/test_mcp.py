@@ -106,8 +106,9 @@ def test_a_call_runs_in_the_sessions_run_and_a_resend_is_the_same_call(
     [run] = Run.objects.filter(agent=agent_a[0])
     assert run.run_id.startswith("mcp-") and run.metadata == {"source": "mcp"}
     assert sorted(run.calls.values_list("tool", "step_index")) == [
-        ("query_stock", 0), ("reserve_stock", 0),
-    ]  # fmt: skip
+        ("query_stock", 0),
+        ("reserve_stock", 0),
+    ]
     # The client closed its session: the run is complete, its undos discarded.
     wait_until(lambda: Run.objects.get(pk=run.pk).status == "completed")
 
@@ -116,8 +117,11 @@ def test_meta_names_the_run_and_step_and_continues_the_agents_trace(
     server: Any, agent_a: tuple[Any, str], shop: Shop
 ) -> None:
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
-    meta = {"toolops/run_id": "conv-7", "toolops/step_index": 3,
-            "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}  # fmt: skip
+    meta = {
+        "toolops/run_id": "conv-7",
+        "toolops/step_index": 3,
+        "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01",
+    }
 
     async def scenario() -> tuple[Any, Any, Any]:
         async with mcp_client(server.url, agent_a[1]) as client:
@@ -126,11 +130,13 @@ def test_meta_names_the_run_and_step_and_continues_the_agents_trace(
                 "reserve_stock", RESERVE, meta={**meta, "toolops/step_index": 4}
             )
             with pytest.raises(MCPError, match="toolops/step_index"):
-                await client.call_tool("reserve_stock", RESERVE,
-                                       meta={**meta, "toolops/step_index": "four"})  # fmt: skip
+                await client.call_tool(
+                    "reserve_stock", RESERVE, meta={**meta, "toolops/step_index": "four"}
+                )
             with pytest.raises(MCPError, match="toolops/run_id"):
-                await client.call_tool("reserve_stock", RESERVE,
-                                       meta={"toolops/run_id": "no spaces"})  # fmt: skip
+                await client.call_tool(
+                    "reserve_stock", RESERVE, meta={"toolops/run_id": "no spaces"}
+                )
             return one, other_step, await client.call_tool("query_stock", {"sku": "A12"})
 
     one, other_step, unnamed = run_async(scenario())
@@ -164,9 +170,12 @@ def test_a_failing_tool_is_an_error_with_its_feedback(
 
 
 def test_a_call_waiting_for_a_reviewer_says_so_and_the_same_call_later_has_the_outcome(
-    server: Any, agent_a: tuple[Any, str], shop: Shop, django_user_model: Any,
+    server: Any,
+    agent_a: tuple[Any, str],
+    shop: Shop,
+    django_user_model: Any,
     worker: Callable[..., Worker],
-) -> None:  # fmt: skip
+) -> None:
     meta = {"toolops/run_id": "conv-9"}
     charge = {"order_id": "ord-1", "amount": "9.50"}
 
@@ -244,11 +253,14 @@ def test_a_wrong_token_is_refused_and_a_session_answers_only_its_agent(
             async with httpx2.AsyncClient() as other:
                 response = await other.post(
                     f"{server.url}/mcp/",
-                    headers={"Authorization": f"Bearer {agent_b[1]}", "mcp-session-id": sid,
-                             "mcp-protocol-version": client.protocol_version,
-                             "accept": "application/json, text/event-stream"},
+                    headers={
+                        "Authorization": f"Bearer {agent_b[1]}",
+                        "mcp-session-id": sid,
+                        "mcp-protocol-version": client.protocol_version,
+                        "accept": "application/json, text/event-stream",
+                    },
                     json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
-                )  # fmt: skip
+                )
             return response.status_code
 
     assert run_async(hijack()) == 404
@@ -260,16 +272,20 @@ def test_the_sessionless_era_and_a_foreign_host_get_clear_refusals(
 ) -> None:
     auth = {"Authorization": f"Bearer {agent_a[1]}", "accept": "application/json"}
     probe = httpx.post(
-        f"{server.url}/mcp/", headers={**auth, "mcp-protocol-version": "2026-07-28"},
+        f"{server.url}/mcp/",
+        headers={**auth, "mcp-protocol-version": "2026-07-28"},
         json={"jsonrpc": "2.0", "id": 5, "method": "server/discover"},
-    )  # fmt: skip
+    )
     assert probe.status_code == 400
     error = probe.json()
     assert error["id"] == 5 and error["error"]["code"] == -32022
     assert "2025-11-25" in error["error"]["data"]["supported"]
 
-    foreign = httpx.post(f"{server.url}/mcp/", headers={**auth, "host": "evil.example"},
-                         json={"jsonrpc": "2.0", "id": 1, "method": "ping"})  # fmt: skip
+    foreign = httpx.post(
+        f"{server.url}/mcp/",
+        headers={**auth, "host": "evil.example"},
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+    )
     assert foreign.status_code == 400 and "Host" in foreign.json()["detail"]
     elsewhere = httpx.get(f"{server.url}/mcp/other", headers=auth)
     assert elsewhere.status_code == 404
@@ -294,5 +310,6 @@ def test_params_past_the_rules_are_refused_before_anything_is_written(
     from toolops.mcp import calls
 
     with pytest.raises(calls.BadMeta, match=words):
-        calls.call(agent=None, session_id="s-1", tool=tool, arguments=arguments, meta=meta,
-                   traceparent="")  # type: ignore[arg-type]  # fmt: skip
+        calls.call(
+            agent=None, session_id="s-1", tool=tool, arguments=arguments, meta=meta, traceparent=""
+        )  # type: ignore[arg-type]

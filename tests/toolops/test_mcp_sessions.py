@@ -11,19 +11,28 @@ import httpx
 from tests.conftest import Shop
 
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "test", "version": "1"}},
-}  # fmt: skip
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
 
 
 def open_session(url: str, token: str) -> httpx.Response:
     """An initialize request: a new session when admitted (its id in Mcp-Session-Id)."""
     return httpx.post(
-        f"{url}/mcp/", json=INITIALIZE, timeout=20,
-        headers={"Authorization": f"Bearer {token}",
-                 "accept": "application/json, text/event-stream"},
-    )  # fmt: skip
+        f"{url}/mcp/",
+        json=INITIALIZE,
+        timeout=20,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "accept": "application/json, text/event-stream",
+        },
+    )
 
 
 def test_an_agent_at_its_session_cap_gets_a_clear_429_and_an_ended_one_frees_a_place(
@@ -43,21 +52,30 @@ def test_an_agent_at_its_session_cap_gets_a_clear_429_and_an_ended_one_frees_a_p
     assert open_session(server.url, agent_b[1]).status_code == 200  # B is not A
 
     sid = opened[0].headers["mcp-session-id"]
-    ended = httpx.delete(f"{server.url}/mcp/", headers={
-        "Authorization": f"Bearer {agent_a[1]}", "mcp-session-id": sid,
-        "mcp-protocol-version": "2025-06-18",
-    })  # fmt: skip
+    ended = httpx.delete(
+        f"{server.url}/mcp/",
+        headers={
+            "Authorization": f"Bearer {agent_a[1]}",
+            "mcp-session-id": sid,
+            "mcp-protocol-version": "2025-06-18",
+        },
+    )
     assert ended.status_code == 200
     assert open_session(server.url, agent_a[1]).status_code == 200
 
 
 def mcp_post(url: str, token: str, sid: str, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(
-        f"{url}/mcp/", json=body, timeout=60,
-        headers={"Authorization": f"Bearer {token}", "mcp-session-id": sid,
-                 "mcp-protocol-version": "2025-06-18",
-                 "accept": "application/json, text/event-stream"},
-    )  # fmt: skip
+        f"{url}/mcp/",
+        json=body,
+        timeout=60,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "mcp-session-id": sid,
+            "mcp-protocol-version": "2025-06-18",
+            "accept": "application/json, text/event-stream",
+        },
+    )
 
 
 def ready_session(url: str, token: str) -> str:

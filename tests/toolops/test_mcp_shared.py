@@ -37,9 +37,11 @@ def pair(
     catalog = write_catalog(shop_server.url)
     with django_db_blocker.unblock():
         env = server_env(
-            TOOLOPS_TOOLS_FILE=str(catalog), TOOLOPS_MCP_IDLE_S=str(IDLE_S),
-            TOOLOPS_MCP_AGENT_MAX_SESSIONS=str(CAP), TOOLOPS_MCP_WAIT_S="1",
-        )  # fmt: skip
+            TOOLOPS_TOOLS_FILE=str(catalog),
+            TOOLOPS_MCP_IDLE_S=str(IDLE_S),
+            TOOLOPS_MCP_AGENT_MAX_SESSIONS=str(CAP),
+            TOOLOPS_MCP_WAIT_S="1",
+        )
     servers: list[ToolOpsServer] = []
     try:
         servers += [ToolOpsServer(env), ToolOpsServer(env)]
@@ -64,10 +66,15 @@ def rpc(server: ToolOpsServer, token: str, sid: str, method: str, **params: Any)
 
 
 def delete(server: ToolOpsServer, token: str, sid: str) -> httpx.Response:
-    return httpx.delete(f"{server.url}/mcp/", timeout=20, headers={
-        "Authorization": f"Bearer {token}", "mcp-session-id": sid,
-        "mcp-protocol-version": "2025-06-18",
-    })  # fmt: skip
+    return httpx.delete(
+        f"{server.url}/mcp/",
+        timeout=20,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "mcp-session-id": sid,
+            "mcp-protocol-version": "2025-06-18",
+        },
+    )
 
 
 def status(answer: Any) -> int:

@@ -19,9 +19,13 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     full_env.update(env)
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=full_env,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def production_env(tmp_path: Path) -> dict[str, str]:
@@ -54,9 +58,10 @@ def test_it_warns_of_a_host_made_args_key_on_postgresql_only(tmp_path: Path) -> 
     shared = run_manage("check", DATABASE_URL="postgres:///toolops", **env)
     alone = run_manage("check", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", **env)
     keyed = run_manage(
-        "check", DATABASE_URL="postgres:///toolops",
+        "check",
+        DATABASE_URL="postgres:///toolops",
         **{**env, "TOOLOPS_ARGS_KEYS": Fernet.generate_key().decode()},
-    )  # fmt: skip
+    )
 
     # Several hosts are likely on PostgreSQL, and each would make a key of its own.
     assert "toolops.W003" in shared.stdout + shared.stderr
@@ -67,9 +72,13 @@ def test_it_warns_of_a_host_made_args_key_on_postgresql_only(tmp_path: Path) -> 
 
 def test_it_warns_in_the_deploy_check_without_https(tmp_path: Path) -> None:
     result = run_manage(
-        "check", "--deploy", "--fail-level", "WARNING",
-        DJANGO_SECRET_KEY=secrets.token_urlsafe(50), TOOLOPS_DATA_DIR=str(tmp_path),
-    )  # fmt: skip
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        TOOLOPS_DATA_DIR=str(tmp_path),
+    )
     assert result.returncode != 0
     assert "TOOLOPS_HTTPS" in result.stdout + result.stderr
 
@@ -103,15 +112,24 @@ def test_behind_a_transaction_pooler_it_holds_no_server_side_state(tmp_path: Pat
     plain = run_manage("shell", "-c", show, TOOLOPS_DATA_DIR=str(tmp_path), **postgres)
     assert plain.stdout.splitlines()[-1].split() == ["False", "5", "True"], plain.stderr
     pooled = run_manage(
-        "shell", "-c", show, TOOLOPS_DATA_DIR=str(tmp_path),
-        TOOLOPS_DB_TRANSACTION_POOLING="1", **postgres,
-    )  # fmt: skip
+        "shell",
+        "-c",
+        show,
+        TOOLOPS_DATA_DIR=str(tmp_path),
+        TOOLOPS_DB_TRANSACTION_POOLING="1",
+        **postgres,
+    )
     assert pooled.stdout.splitlines()[-1].split() == ["True", "None", "False"], pooled.stderr
     # pgbouncer 1.21+ with max_prepared_statements keeps them: said explicitly.
     kept = run_manage(
-        "shell", "-c", show, TOOLOPS_DATA_DIR=str(tmp_path),
-        TOOLOPS_DB_TRANSACTION_POOLING="1", TOOLOPS_DB_PREPARED="1", **postgres,
-    )  # fmt: skip
+        "shell",
+        "-c",
+        show,
+        TOOLOPS_DATA_DIR=str(tmp_path),
+        TOOLOPS_DB_TRANSACTION_POOLING="1",
+        TOOLOPS_DB_PREPARED="1",
+        **postgres,
+    )
     assert kept.stdout.splitlines()[-1].split() == ["True", "5", "True"], kept.stderr
 
 

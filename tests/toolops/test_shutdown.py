@@ -39,8 +39,11 @@ HELD = {"step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount":
 
 
 def client(server: Any, token: str, timeout: float = 60) -> httpx.Client:
-    return httpx.Client(base_url=f"{server.url}/api/v1", timeout=timeout,
-                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    return httpx.Client(
+        base_url=f"{server.url}/api/v1",
+        timeout=timeout,
+        headers={"Authorization": f"Bearer {token}"},
+    )
 
 
 def in_background(fn: Any) -> tuple[threading.Thread, list[Any]]:
@@ -68,8 +71,12 @@ def test_sigterm_drains_then_finishes_the_call_in_flight_with_its_real_answer(
     shop.fault("/inventory/stock", latency_ms=5000)
     call = {"step_index": 0, "tool": "slow_stock", "args": {"sku": "D9"}}
     thread, answers = in_background(lambda: a.post("/runs/r-s/calls", json=call))
-    wait_until(lambda: shop.requests("/inventory/stock"), 20, every=0.05,
-               failure="the call never reached the shop")  # fmt: skip
+    wait_until(
+        lambda: shop.requests("/inventory/stock"),
+        20,
+        every=0.05,
+        failure="the call never reached the shop",
+    )
 
     server.proc.send_signal(signal.SIGTERM)
     # Draining: still serving, and not ready — a balancer's check sees the 503.

@@ -71,9 +71,13 @@ def test_it_says_nothing_of_partial_data_when_every_call_succeeded(
     call_ok(api, step_index=0, tool="query_stock", args={"sku": "A12"}, tool_call_id="tc-1")
     call_ok(api, step_index=1, tool="search_products", args={"q": "milk"}, tool_call_id="tc-2")
     call_ok(
-        api, step_index=2, tool="reserve_stock", args={"sku": "A12", "qty": 1},
-        tool_call_id="tc-3", depends_on=["tc-1"],
-    )  # fmt: skip
+        api,
+        step_index=2,
+        tool="reserve_stock",
+        args={"sku": "A12", "qty": 1},
+        tool_call_id="tc-3",
+        depends_on=["tc-1"],
+    )
 
     run = get_run(api)
 
@@ -97,9 +101,13 @@ def skipped(api: APIClient, shop: Shop) -> None:
     shop.fault("/inventory/stock", fail_next=3, fail_status=503)
     call_ok(api, step_index=1, tool="query_stock", args={"sku": "B7"}, tool_call_id="tc-b")
     call_ok(
-        api, step_index=2, tool="reserve_stock", args={"sku": "B7", "qty": 1},
-        tool_call_id="tc-1", depends_on=["tc-b"],
-    )  # fmt: skip
+        api,
+        step_index=2,
+        tool="reserve_stock",
+        args={"sku": "B7", "qty": 1},
+        tool_call_id="tc-1",
+        depends_on=["tc-b"],
+    )
 
 
 def degraded(api: APIClient, shop: Shop) -> None:
@@ -164,9 +172,15 @@ def call(
     created = T0 + timedelta(seconds=n)
     done = None if finished is None else T0 + timedelta(seconds=finished)
     return ToolCall(
-        pk=n, tool=tool, tool_call_id=f"tc-{n}", step_index=n, status=status,
-        error_reason=reason, created_at=created, finished_at=done,
-    )  # fmt: skip
+        pk=n,
+        tool=tool,
+        tool_call_id=f"tc-{n}",
+        step_index=n,
+        status=status,
+        error_reason=reason,
+        created_at=created,
+        finished_at=done,
+    )
 
 
 def test_it_summarises_no_calls() -> None:
@@ -285,8 +299,12 @@ def test_the_last_succeeded_call_is_where_the_run_stopped_not_the_last_settled()
 
 def test_an_aborted_runs_summary_says_what_was_undone_and_what_was_not() -> None:
     calls = [ToolCall(tool="charge", tool_call_id=f"tc-{i}", status="succeeded") for i in range(3)]
-    undo = [("refund", "dead_lettered"), ("refund", "resolved"), ("release_stock", "succeeded"),
-            ("release_stock", "succeeded")]  # fmt: skip
+    undo = [
+        ("refund", "dead_lettered"),
+        ("refund", "resolved"),
+        ("release_stock", "succeeded"),
+        ("release_stock", "succeeded"),
+    ]
 
     text = abort_text(status="compensation_failed", calls=calls, undo=undo)
 

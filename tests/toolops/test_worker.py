@@ -35,8 +35,9 @@ def test_the_worker_settles_an_unknown_order_once_the_query_answers(
     w = worker()
     took = wait_for(
         lambda: ToolCall.objects.filter(pk=row.pk, status="succeeded").exists(),
-        SETTLE_WITHIN_S, w,
-    )  # fmt: skip
+        SETTLE_WITHIN_S,
+        w,
+    )
 
     row.refresh_from_db()
     assert row.result["order_id"] == order["order_id"]

@@ -75,17 +75,19 @@ def amplification(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], t
     """docs/metrics.md's PromQL, on one scrape's totals:
     sum by (tool) (toolops_tool_attempts_total) / toolops_tool_calls_sent_total."""
     requests = sum(
-        v for (name, labels), v in found.items()
+        v
+        for (name, labels), v in found.items()
         if name == "toolops_tool_attempts_total" and ("tool", tool) in labels
-    )  # fmt: skip
+    )
     return requests / found[("toolops_tool_calls_sent_total", (("tool", tool),))]
 
 
 def hit_rate(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], tool: str) -> float:
     """replays / (replays + sum by (tool) (toolops_tool_calls_total))."""
     calls = sum(
-        v for (name, labels), v in found.items()
+        v
+        for (name, labels), v in found.items()
         if name == "toolops_tool_calls_total" and ("tool", tool) in labels
-    )  # fmt: skip
+    )
     replays = found[("toolops_idempotency_replays_total", (("tool", tool),))]
     return replays / (replays + calls)

@@ -75,8 +75,15 @@ def test_an_undo_call_on_the_page_brings_its_compensation(
     run.status = "aborted"
     run.save(update_fields=["status"])
     undone = ToolCall.objects.get(call_id="c-long-150-0")
-    undo = make_call(run, f"~undo:{undone.call_id}:1", 0, "release_stock", "succeeded",
-                     role="undo", created_at=at(200))  # fmt: skip
+    undo = make_call(
+        run,
+        f"~undo:{undone.call_id}:1",
+        0,
+        "release_stock",
+        "succeeded",
+        role="undo",
+        created_at=at(200),
+    )
     Compensation.objects.filter(call=undone).update(undo_call=undo, status="succeeded", rounds=1)
 
     last = reviewer_client.get(f"/console/runs/{run.pk}/", {"page": "2"}).content.decode()

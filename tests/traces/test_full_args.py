@@ -72,8 +72,10 @@ def test_it_shows_the_full_args_and_result_with_the_permission_audited(
     assert "no-store" in response["Cache-Control"]
     read = READS.get()
     assert (read.actor, read.object_id, read.detail["purpose"]) == (
-        support, saved["call_id"], "console",
-    )  # fmt: skip
+        support,
+        saved["call_id"],
+        "console",
+    )
     assert read.object_url == f"/console/calls/{saved['call_id']}/"
     # Each look is one more entry.
     logged_in(support).get(page_url(saved))
@@ -102,8 +104,13 @@ def test_a_superuser_may_and_an_unknown_call_is_404(
 def test_a_bad_catalog_redact_names_the_tool_and_field(
     value: Any, field: str, problem: str
 ) -> None:
-    tool = {"name": "pay", "kind": "read", "url": "http://127.0.0.1:9/p",
-            "params_schema": {"type": "object"}, "redact": value}  # fmt: skip
+    tool = {
+        "name": "pay",
+        "kind": "read",
+        "url": "http://127.0.0.1:9/p",
+        "params_schema": {"type": "object"},
+        "redact": value,
+    }
 
     with pytest.raises(CatalogError) as refused:
         parse({"tool": [tool]})
@@ -113,7 +120,12 @@ def test_a_bad_catalog_redact_names_the_tool_and_field(
 
 
 def test_a_catalog_redact_is_kept_on_the_tool() -> None:
-    tool = {"name": "pay", "kind": "read", "url": "http://127.0.0.1:9/p",
-            "params_schema": {"type": "object"}, "redact": ["pin", "payer.email"]}  # fmt: skip
+    tool = {
+        "name": "pay",
+        "kind": "read",
+        "url": "http://127.0.0.1:9/p",
+        "params_schema": {"type": "object"},
+        "redact": ["pin", "payer.email"],
+    }
 
     assert parse({"tool": [tool]})[0].redact == ("pin", "payer.email")

@@ -35,10 +35,16 @@ def approved_after_a_long_wait(agent: Agent) -> None:
     held = now - timedelta(minutes=30)
     decided = now - timedelta(seconds=1.5)
     approval = Approval.objects.create(
-        run=make_run(agent), tool="charge", reason="irreversible", args_hash="x",
-        status="approved", created_at=held, decided_at=decided,
-        execution_started_at=decided + timedelta(seconds=1), expires_at=held + timedelta(hours=1),
-    )  # fmt: skip
+        run=make_run(agent),
+        tool="charge",
+        reason="irreversible",
+        args_hash="x",
+        status="approved",
+        created_at=held,
+        decided_at=decided,
+        execution_started_at=decided + timedelta(seconds=1),
+        expires_at=held + timedelta(hours=1),
+    )
     make_call(approval.run, "charge", created_at=held, finished_at=now, approval=approval)
 
 

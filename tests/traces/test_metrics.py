@@ -133,8 +133,9 @@ def test_it_leaves_reconcile_looks_out_of_the_attempts(
     from toolops.models import Attempt
 
     catalog()
-    call = make_call(make_run(agent_a[0]), "create_order", "succeeded", attempts=1,
-                     finished_at=timezone.now())  # fmt: skip
+    call = make_call(
+        make_run(agent_a[0]), "create_order", "succeeded", attempts=1, finished_at=timezone.now()
+    )
     common = {"call": call, "span_id": "0" * 16, "started_at": timezone.now(), "duration_ms": 1}
     Attempt.objects.create(tool="create_order", number=1, outcome="unknown", **common)
     Attempt.objects.create(number=1, outcome="ok", purpose="reconcile", **common)
@@ -188,9 +189,13 @@ def test_it_reports_each_breakers_state_as_admission_sees_it(catalog: Catalog) -
 
     levels = {tool: found[("toolops_breaker_state", (("tool", tool),))] for tool in rows}
     assert levels == {
-        "closed_tool": 0, "open_tool": 2, "cooled_tool": 1, "probing_tool": 1,
-        "held_tool": 0, "holding_tool": 2,
-    }  # fmt: skip
+        "closed_tool": 0,
+        "open_tool": 2,
+        "cooled_tool": 1,
+        "probing_tool": 1,
+        "held_tool": 0,
+        "holding_tool": 2,
+    }
 
 
 def test_it_reports_every_catalog_tool_even_before_its_first_call(shop: Shop) -> None:
@@ -208,9 +213,12 @@ def test_it_counts_open_dead_letters(agent_a: tuple[Agent, str]) -> None:
             run=run, call=call, tool="release_stock", key=uuid.uuid4().hex, status="dead_lettered"
         )
         Ticket.objects.create(
-            compensation=compensation, run=run, tool="release_stock", status=status,
+            compensation=compensation,
+            run=run,
+            tool="release_stock",
+            status=status,
             reason=Ticket.Reason.DEAD_LETTERED,
-        )  # fmt: skip
+        )
 
     assert scraped()[("toolops_dead_letters_open", ())] == 2
 
@@ -220,8 +228,13 @@ def test_it_reports_pending_approvals_and_the_wait_of_ended_ones(
 ) -> None:
     run = make_run(agent_a[0])
     now = timezone.now()
-    common = {"run": run, "tool": "charge", "reason": "irreversible", "args_hash": "x",
-              "expires_at": now + timedelta(hours=1)}  # fmt: skip
+    common = {
+        "run": run,
+        "tool": "charge",
+        "reason": "irreversible",
+        "args_hash": "x",
+        "expires_at": now + timedelta(hours=1),
+    }
     Approval.objects.create(status="pending", **common)
     Approval.objects.create(
         status="approved", created_at=now - timedelta(seconds=20), decided_at=now, **common
@@ -277,8 +290,9 @@ def test_it_counts_calls_to_unknown_tools_under_one_label(api: APIClient, shop: 
         body = {"step_index": step, "tool": tool, "args": {}, "tool_call_id": f"tc-{step}"}
         status, call = post(calls, body)
         assert (status, call["error"]["reason"]) == (200, "unknown_tool"), call
-    status, call = post(calls, {"step_index": 0, "tool": "create_ordr", "args": {},
-                                "tool_call_id": "tc-0"})  # fmt: skip
+    status, call = post(
+        calls, {"step_index": 0, "tool": "create_ordr", "args": {}, "tool_call_id": "tc-0"}
+    )
     assert (status, call["replayed"]) == (200, True), call
     # Not a name a tool can have: refused, so in no row and no metric.
     status, _ = post(calls, {"step_index": 9, "tool": "ann@example.com", "args": {}})
@@ -311,8 +325,15 @@ def test_it_labels_every_row_the_catalog_does_not_name_unknown(
     for n in range(20):
         make_call(run, f"made_up_{n}@example.com", "failed", finished_at=now)
     removed = make_call(run, "old_tool", "unknown", attempts=1, finished_at=now)
-    Attempt.objects.create(call=removed, tool="old_tool", number=1, outcome="unknown",
-                           span_id="0" * 16, started_at=now, duration_ms=1)  # fmt: skip
+    Attempt.objects.create(
+        call=removed,
+        tool="old_tool",
+        number=1,
+        outcome="unknown",
+        span_id="0" * 16,
+        started_at=now,
+        duration_ms=1,
+    )
     ReplayCount.objects.create(
         tool="old_tool", minute=now.replace(second=0, microsecond=0), count=2
     )

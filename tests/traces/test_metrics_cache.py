@@ -25,9 +25,15 @@ def scrape(**headers: str) -> Any:
 
 def add_call(run: Run, number: int) -> None:
     ToolCall.objects.create(
-        run=run, step_index=number, tool_call_id=f"tc-{number}", call_id=f"c-cache-{number}",
-        tool="query_stock", status="succeeded", args_digest="x", finished_at=timezone.now(),
-    )  # fmt: skip
+        run=run,
+        step_index=number,
+        tool_call_id=f"tc-{number}",
+        call_id=f"c-cache-{number}",
+        tool="query_stock",
+        status="succeeded",
+        args_digest="x",
+        finished_at=timezone.now(),
+    )
 
 
 @pytest.fixture
@@ -61,8 +67,9 @@ def test_after_the_window_a_scrape_reads_the_tables_again(settings: Any, run: Ru
 
     wait_until(
         lambda: samples(scrape().content.decode())[CALLS] == 2,
-        10, failure="the cached answer outlived its window",
-    )  # fmt: skip
+        10,
+        failure="the cached answer outlived its window",
+    )
 
 
 def test_a_cached_answer_still_needs_the_token(settings: Any, run: Run) -> None:
@@ -85,8 +92,12 @@ def test_the_setting_refuses_a_window_that_is_not_a_number_of_seconds() -> None:
 
     env = {**os.environ, "TOOLOPS_METRICS_CACHE_S": "-1"}
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "TOOLOPS_METRICS_CACHE_S must be 0 to 3600 seconds" in result.stderr

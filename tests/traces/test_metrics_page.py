@@ -81,9 +81,15 @@ def make_call(run: Run, tool: str, status: str = "succeeded", **fields: Any) -> 
 
 def attempt(call: ToolCall, number: int, outcome: str = "ok", health: str = "success") -> None:
     Attempt.objects.create(
-        call=call, tool=call.tool, number=number, span_id=uuid.uuid4().hex[:16],
-        started_at=call.created_at, duration_ms=5, outcome=outcome, health=health,
-    )  # fmt: skip
+        call=call,
+        tool=call.tool,
+        number=number,
+        span_id=uuid.uuid4().hex[:16],
+        started_at=call.created_at,
+        duration_ms=5,
+        outcome=outcome,
+        health=health,
+    )
 
 
 # -- the scripted scenario ----------------------------------------------------------------
@@ -173,18 +179,28 @@ def test_it_shows_unknown_outcomes_dead_letters_and_approval_wait(
     unknown = make_call(run, "charge", "unknown", attempts=1)
     attempt(unknown, 1, outcome="unknown", health="failure")
     compensation = Compensation.objects.create(
-        run=run, call=make_call(run, "reserve_stock"), tool="release_stock", key="k",
+        run=run,
+        call=make_call(run, "reserve_stock"),
+        tool="release_stock",
+        key="k",
         status="dead_lettered",
-    )  # fmt: skip
-    Ticket.objects.create(compensation=compensation, run=run, tool="release_stock",
-                          reason=Ticket.Reason.DEAD_LETTERED)  # fmt: skip
+    )
+    Ticket.objects.create(
+        compensation=compensation, run=run, tool="release_stock", reason=Ticket.Reason.DEAD_LETTERED
+    )
     now = timezone.now()
-    common = {"run": run, "tool": "charge", "reason": "irreversible", "args_hash": "x",
-              "expires_at": now + timedelta(hours=1)}  # fmt: skip
+    common = {
+        "run": run,
+        "tool": "charge",
+        "reason": "irreversible",
+        "args_hash": "x",
+        "expires_at": now + timedelta(hours=1),
+    }
     Approval.objects.create(status="pending", **common)
     for seconds in (30, 90):
-        Approval.objects.create(status="approved", decided_at=now,
-                                created_at=now - timedelta(seconds=seconds), **common)  # fmt: skip
+        Approval.objects.create(
+            status="approved", decided_at=now, created_at=now - timedelta(seconds=seconds), **common
+        )
 
     html = console.get(PAGE).content.decode()
 
@@ -258,8 +274,13 @@ def test_it_puts_flagged_tools_first_and_lists_idle_ones_by_name(
     CircuitBreaker.objects.create(  # its cool-down is over: half-open
         tool="reserve_stock", state="open", open_until=timezone.now() - timedelta(minutes=1)
     )
-    Approval.objects.create(run=run, tool="send_notification", reason="policy", args_hash="x",
-                            expires_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+    Approval.objects.create(
+        run=run,
+        tool="send_notification",
+        reason="policy",
+        args_hash="x",
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
 
     html = console.get(PAGE).content.decode()
 
@@ -379,8 +400,10 @@ def test_the_python_figures_match_postgresqls(agent_a: tuple[Agent, str], catalo
     for key, tally in in_sql.items():
         other = in_python[key]
         assert (tally.finished, tally.succeeded, tally.sent) == (
-            other.finished, other.succeeded, other.sent,
-        ), key  # fmt: skip
+            other.finished,
+            other.succeeded,
+            other.sent,
+        ), key
         assert tally.latency == pytest.approx(other.latency), key
     assert in_sql[("pct_tool", "day", None)].finished == 5
     assert in_sql[("pct_tool", "hour", None)].finished == 4
@@ -440,10 +463,19 @@ def test_its_queries_do_not_grow_with_the_number_of_tools(
         compensation = Compensation.objects.create(
             run=run, call=call, tool=f"undo_{name}", key=name, status="dead_lettered"
         )
-        Ticket.objects.create(compensation=compensation, run=run, tool=f"undo_{name}",
-                              reason=Ticket.Reason.DEAD_LETTERED)  # fmt: skip
-        Approval.objects.create(run=run, tool=name, reason="policy", args_hash="x",
-                                expires_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+        Ticket.objects.create(
+            compensation=compensation,
+            run=run,
+            tool=f"undo_{name}",
+            reason=Ticket.Reason.DEAD_LETTERED,
+        )
+        Approval.objects.create(
+            run=run,
+            tool=name,
+            reason="policy",
+            args_hash="x",
+            expires_at=timezone.now() + timedelta(hours=1),
+        )
 
     def queries() -> tuple[int, int]:
         with CaptureQueriesContext(connection) as page:

@@ -54,9 +54,11 @@ def test_two_web_processes_report_the_same_totals(
     cookies = {"sessionid": browser.cookies["sessionid"].value}
     for server in (one, two):
         page = httpx.get(
-            f"{server.url}/console/metrics/", params={"tool": "query_stock"}, cookies=cookies,
+            f"{server.url}/console/metrics/",
+            params={"tool": "query_stock"},
+            cookies=cookies,
             timeout=30,
-        )  # fmt: skip
+        )
         assert page.status_code == 200
         assert "5 requests / 3 calls" in page.text
         assert "1.67×" in page.text

@@ -282,8 +282,13 @@ def test_an_approved_call_sends_the_full_args_the_reviewer_saw(
     api: APIClient, shop: Shop, django_user_model: Any
 ) -> None:
     create_run(api, "r-sens")
-    args = {"order_id": "ord-7", "amount": "5.00", "card_number": CARD, "receipt_to": EMAIL,
-            "api_key": API_KEY}  # fmt: skip
+    args = {
+        "order_id": "ord-7",
+        "amount": "5.00",
+        "card_number": CARD,
+        "receipt_to": EMAIL,
+        "api_key": API_KEY,
+    }
     held = call(api, 0, "charge", args, expect=202)
     reviewer = make_user(django_user_model, "rita", "reviewers")
 
@@ -300,8 +305,13 @@ def test_an_approved_call_sends_the_full_args_the_reviewer_saw(
     assert read.detail["purpose"] == "approval" and read.actor == reviewer
     approval = Approval.objects.get(approval_id=held["approval"]["approval_id"])
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
-        approval_decide(approval=approval, by=reviewer, approve=True,
-                        note=f"ok, card {CARD} checked", args_hash=approval.args_hash)  # fmt: skip
+        approval_decide(
+            approval=approval,
+            by=reviewer,
+            approve=True,
+            note=f"ok, card {CARD} checked",
+            args_hash=approval.args_hash,
+        )
 
     assert execute_approved_call(approval.pk) == "succeeded"
 
@@ -321,8 +331,10 @@ def test_an_undo_is_mapped_from_the_full_args_and_result(api: APIClient, echo: E
     compensation = Compensation.objects.get()
     # Stored redacted: by pattern (the e-mail) and by key name (api_key, card).
     assert compensation.args == {
-        "contact": "[redacted email]", "api_key": "[redacted]", "card": "[redacted]",
-    }  # fmt: skip
+        "contact": "[redacted email]",
+        "api_key": "[redacted]",
+        "card": "[redacted]",
+    }
     assert api.post("/api/v1/runs/r-sens/abort", {"reason": "no"}, format="json").status_code == 202
 
     while compensation_run_next(run_pk=compensation.run_id):
@@ -413,8 +425,13 @@ def test_a_person_settling_an_unknown_call_is_kept_redacted(api: APIClient, echo
     paid = call(api, 0, "pay", SENSITIVE_ARGS)
     row = ToolCall.objects.get(call_id=paid["call_id"])
 
-    assert call_settle(call=row, by=None, succeeded=True, note=f"asked {EMAIL}: key {API_KEY} ok",
-                       result={"card": CARD, "receipt": f"sent to {EMAIL}"})  # fmt: skip
+    assert call_settle(
+        call=row,
+        by=None,
+        succeeded=True,
+        note=f"asked {EMAIL}: key {API_KEY} ok",
+        result={"card": CARD, "receipt": f"sent to {EMAIL}"},
+    )
 
     assert not leaks(stored_text())
     assert body(api.get(f"/api/v1/calls/{paid['call_id']}"))["result"]["card"] == CARD

@@ -48,24 +48,46 @@ class World:
 
     def run(self, name: str, status: str, *, created: float, ended: float | None = None) -> Run:
         return Run.objects.create(
-            agent=self.agent, run_id=name, trace_id=new_trace_id(), status=status,
-            created_at=ago(created), ended_at=None if ended is None else ago(ended),
-        )  # fmt: skip
+            agent=self.agent,
+            run_id=name,
+            trace_id=new_trace_id(),
+            status=status,
+            created_at=ago(created),
+            ended_at=None if ended is None else ago(ended),
+        )
 
     def call(
-        self, run: Run, step: int, *, days: float, status: str = S.SUCCEEDED,
-        attempts: int = 1, tool: str = "search", key: str = "",
-    ) -> ToolCall:  # fmt: skip
+        self,
+        run: Run,
+        step: int,
+        *,
+        days: float,
+        status: str = S.SUCCEEDED,
+        attempts: int = 1,
+        tool: str = "search",
+        key: str = "",
+    ) -> ToolCall:
         call = ToolCall.objects.create(
-            call_id=f"{run.run_id}-{step}", run=run, tool_call_id=f"tc-{step}",
-            step_index=step, tool=tool, args_digest=f"{run.run_id}-{step}-args",
-            idempotency_key=key, status=status, created_at=ago(days),
-        )  # fmt: skip
+            call_id=f"{run.run_id}-{step}",
+            run=run,
+            tool_call_id=f"tc-{step}",
+            step_index=step,
+            tool=tool,
+            args_digest=f"{run.run_id}-{step}-args",
+            idempotency_key=key,
+            status=status,
+            created_at=ago(days),
+        )
         for number in range(1, attempts + 1):
             Attempt.objects.create(
-                call=call, tool=tool, number=number, span_id=new_span_id(),
-                started_at=ago(days), duration_ms=1.0, outcome="ok",
-            )  # fmt: skip
+                call=call,
+                tool=tool,
+                number=number,
+                span_id=new_span_id(),
+                started_at=ago(days),
+                duration_ms=1.0,
+                outcome="ok",
+            )
         return call
 
     def compensation(self, call: ToolCall, status: str, *, key: str = "") -> Compensation:
@@ -75,17 +97,24 @@ class World:
 
     def ticket(self, compensation: Compensation, status: str) -> Ticket:
         ticket = Ticket.objects.create(
-            compensation=compensation, run=compensation.run, tool="undo", status=status,
+            compensation=compensation,
+            run=compensation.run,
+            tool="undo",
+            status=status,
             reason=Ticket.Reason.DEAD_LETTERED,
-        )  # fmt: skip
+        )
         TicketEvent.objects.create(ticket=ticket, kind=TicketEvent.Kind.OPENED)
         return ticket
 
     def approval(self, run: Run, status: str, *, vote: bool = False) -> Approval:
         approval = Approval.objects.create(
-            run=run, tool="charge", reason=Approval.Reason.POLICY, args_hash="h",
-            status=status, expires_at=ago(-1),
-        )  # fmt: skip
+            run=run,
+            tool="charge",
+            reason=Approval.Reason.POLICY,
+            args_hash="h",
+            status=status,
+            expires_at=ago(-1),
+        )
         if vote:
             ApprovalVote.objects.create(
                 approval=approval, reviewer=self.reviewer, decision="approve", args_hash="h"
@@ -95,9 +124,13 @@ class World:
 
 def record(key: str, *, state: str = "recorded", expires: float, call_ref: str = "") -> None:
     IdempotencyRecord.objects.create(
-        key=key, call_ref=call_ref or f"c-{key}", tool="charge", state=state,
-        lease_until=ago(40), expires_at=ago(expires),
-    )  # fmt: skip
+        key=key,
+        call_ref=call_ref or f"c-{key}",
+        tool="charge",
+        state=state,
+        lease_until=ago(40),
+        expires_at=ago(expires),
+    )
 
 
 def build(world: World) -> dict[str, Any]:
@@ -160,9 +193,13 @@ def build(world: World) -> dict[str, Any]:
     # Sealed args are their call's (by call_id) or their compensation's (by key). A row
     # keyed by a live call's args hash, as they once were, is no one's any more.
     for owner, days in (
-        ("done-old-1", 45), ("d-orphan", 40), ("running-old-1", 60), ("d-new", 1),
-        ("d-comp", 40), ("running-old-2-args", 40),
-    ):  # fmt: skip
+        ("done-old-1", 45),
+        ("d-orphan", 40),
+        ("running-old-1", 60),
+        ("d-new", 1),
+        ("d-comp", 40),
+        ("running-old-2-args", 40),
+    ):
         SealedArgs.objects.create(digest=owner, token="sealed", created_at=ago(days))
     return {"read": read}
 
@@ -196,25 +233,50 @@ def test_it_removes_what_is_past_retention_and_nothing_else(agent_a: Any) -> Non
 
     assert counts == EXPECTED
     assert set(Run.objects.values_list("run_id", flat=True)) == {
-        "running-old", "aborting", "ticket-open", "approval-pending", "unknown-old",
-        "key-live", "recent", "long-lived",
-    }  # fmt: skip
+        "running-old",
+        "aborting",
+        "ticket-open",
+        "approval-pending",
+        "unknown-old",
+        "key-live",
+        "recent",
+        "long-lived",
+    }
     assert set(ToolCall.objects.values_list("call_id", flat=True)) == {
-        "running-old-1", "running-old-2", "running-old-3", "aborting-1", "ticket-open-1",
-        "approval-pending-1", "approval-pending-2", "unknown-old-1", "key-live-1",
-        "recent-1", "long-lived-1", "long-lived-2",
-    }  # fmt: skip
+        "running-old-1",
+        "running-old-2",
+        "running-old-3",
+        "aborting-1",
+        "ticket-open-1",
+        "approval-pending-1",
+        "approval-pending-2",
+        "unknown-old-1",
+        "key-live-1",
+        "recent-1",
+        "long-lived-1",
+        "long-lived-2",
+    }
     assert attempts_left() == {
-        ("running-old-2", 1), ("running-old-3", 1), ("aborting-1", 1), ("ticket-open-1", 1),
-        ("approval-pending-1", 1), ("unknown-old-1", 1), ("recent-1", 1), ("long-lived-2", 1),
-    }  # fmt: skip
+        ("running-old-2", 1),
+        ("running-old-3", 1),
+        ("aborting-1", 1),
+        ("ticket-open-1", 1),
+        ("approval-pending-1", 1),
+        ("unknown-old-1", 1),
+        ("recent-1", 1),
+        ("long-lived-2", 1),
+    }
     assert set(IdempotencyRecord.objects.values_list("key", flat=True)) == {
-        "k-live", "k-fresh", "k-claimed",
-    }  # fmt: skip
+        "k-live",
+        "k-fresh",
+        "k-claimed",
+    }
     assert sorted(ReplayCount.objects.values_list("tool", flat=True)) == ["charge", "search"]
     assert set(SealedArgs.objects.values_list("digest", flat=True)) == {
-        "running-old-1", "d-new", "d-comp",
-    }  # fmt: skip
+        "running-old-1",
+        "d-new",
+        "d-comp",
+    }
     assert Compensation.objects.count() == 2
     assert Ticket.objects.get().status == Ticket.Status.OPEN
     assert Approval.objects.get().status == Approval.Status.PENDING

@@ -48,43 +48,77 @@ def fill(agent: Any) -> None:
         created = some_time(rng)
         ended = created + timedelta(minutes=5) if rng.random() < 0.9 else None
         runs.append(
-            Run(agent=agent, run_id=f"r{n}", trace_id=new_trace_id(), created_at=created,
-                status=Run.Status.COMPLETED if ended else Run.Status.RUNNING, ended_at=ended)
-        )  # fmt: skip
+            Run(
+                agent=agent,
+                run_id=f"r{n}",
+                trace_id=new_trace_id(),
+                created_at=created,
+                status=Run.Status.COMPLETED if ended else Run.Status.RUNNING,
+                ended_at=ended,
+            )
+        )
     runs = Run.objects.bulk_create(runs, batch_size=2000)
     calls = [
-        ToolCall(call_id=f"c{run.pk}-{s}", run=run, tool_call_id=f"t{s}", step_index=s,
-                 tool=rng.choice(TOOLS), args_digest=f"{rng.getrandbits(256):064x}",
-                 status=ToolCall.Status.SUCCEEDED, created_at=run.created_at)
-        for run in runs for s in range(CALLS_PER_RUN)
-    ]  # fmt: skip
+        ToolCall(
+            call_id=f"c{run.pk}-{s}",
+            run=run,
+            tool_call_id=f"t{s}",
+            step_index=s,
+            tool=rng.choice(TOOLS),
+            args_digest=f"{rng.getrandbits(256):064x}",
+            status=ToolCall.Status.SUCCEEDED,
+            created_at=run.created_at,
+        )
+        for run in runs
+        for s in range(CALLS_PER_RUN)
+    ]
     calls = ToolCall.objects.bulk_create(calls, batch_size=2000)
     Attempt.objects.bulk_create(
         [
-            Attempt(call=c, tool=c.tool, number=a, span_id=f"{n:016x}", started_at=c.created_at,
-                    duration_ms=1.0, outcome="ok")
-            for n, c in enumerate(calls) for a in range(1, ATTEMPTS_PER_CALL + 1)
+            Attempt(
+                call=c,
+                tool=c.tool,
+                number=a,
+                span_id=f"{n:016x}",
+                started_at=c.created_at,
+                duration_ms=1.0,
+                outcome="ok",
+            )
+            for n, c in enumerate(calls)
+            for a in range(1, ATTEMPTS_PER_CALL + 1)
         ],
         batch_size=5000,
-    )  # fmt: skip
+    )
     Compensation.objects.bulk_create(
         [
-            Compensation(run_id=c.run_id, call=c, tool="undo", key=f"{rng.getrandbits(256):064x}",
-                         status=Compensation.Status.DISCARDED)
+            Compensation(
+                run_id=c.run_id,
+                call=c,
+                tool="undo",
+                key=f"{rng.getrandbits(256):064x}",
+                status=Compensation.Status.DISCARDED,
+            )
             for c in calls[::2]
         ],
         batch_size=2000,
-    )  # fmt: skip
+    )
     # Records live 7 days, and the purge has kept up: a few are past their expiry.
     IdempotencyRecord.objects.bulk_create(
         [
-            IdempotencyRecord(key=c.call_id, call_ref=c.call_id, tool=c.tool, state="recorded",
-                              lease_until=c.created_at, created_at=c.created_at,
-                              expires_at=c.created_at + timedelta(days=7))
-            for c in calls if c.created_at > timezone.now() - timedelta(days=7.25)
+            IdempotencyRecord(
+                key=c.call_id,
+                call_ref=c.call_id,
+                tool=c.tool,
+                state="recorded",
+                lease_until=c.created_at,
+                created_at=c.created_at,
+                expires_at=c.created_at + timedelta(days=7),
+            )
+            for c in calls
+            if c.created_at > timezone.now() - timedelta(days=7.25)
         ],
         batch_size=5000,
-    )  # fmt: skip
+    )
     SealedArgs.objects.bulk_create(
         [SealedArgs(digest=c.call_id, token="x", created_at=c.created_at) for c in calls[::4]],
         batch_size=5000,
@@ -93,13 +127,21 @@ def fill(agent: Any) -> None:
     ReplayCount.objects.bulk_create(
         [
             ReplayCount(tool=tool, minute=start + timedelta(minutes=20 * m), count=1)
-            for tool in TOOLS for m in range(int(SPAN_DAYS * 72))
+            for tool in TOOLS
+            for m in range(int(SPAN_DAYS * 72))
         ],
         batch_size=5000,
-    )  # fmt: skip
+    )
     with connection.cursor() as cursor:
-        for model in (Run, ToolCall, Attempt, Compensation, IdempotencyRecord, SealedArgs,
-                      ReplayCount):  # fmt: skip
+        for model in (
+            Run,
+            ToolCall,
+            Attempt,
+            Compensation,
+            IdempotencyRecord,
+            SealedArgs,
+            ReplayCount,
+        ):
             cursor.execute(f"ANALYZE {model._meta.db_table}")
 
 

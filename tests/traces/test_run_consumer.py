@@ -24,8 +24,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def connect(user: Any, pk: int) -> tuple[ApplicationCommunicator, bool]:
     # Through the app's own routes; channels.testing needs daphne, and the ASGI messages
     # are simple enough to send by hand.
-    scope = {"type": "websocket", "path": f"/ws/runs/{pk}/", "headers": [], "subprotocols": [],
-             "user": user}  # fmt: skip
+    scope = {
+        "type": "websocket",
+        "path": f"/ws/runs/{pk}/",
+        "headers": [],
+        "subprotocols": [],
+        "user": user,
+    }
     communicator = ApplicationCommunicator(URLRouter(websocket_urlpatterns), scope)
     await communicator.send_input({"type": "websocket.connect"})
     answer = await communicator.receive_output(timeout=2)

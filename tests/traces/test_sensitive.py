@@ -27,9 +27,23 @@ CARD = "4111 1111 1111 1111"
 
 @pytest.mark.parametrize(
     "key",
-    ["password", "Passwd", "client_secret", "accessToken", "API_KEY", "apikey", "x-api-key",
-     "Authorization", "card_number", "CVV", "cvc2", "iban", "user_ssn", "private_key"],
-)  # fmt: skip
+    [
+        "password",
+        "Passwd",
+        "client_secret",
+        "accessToken",
+        "API_KEY",
+        "apikey",
+        "x-api-key",
+        "Authorization",
+        "card_number",
+        "CVV",
+        "cvc2",
+        "iban",
+        "user_ssn",
+        "private_key",
+    ],
+)
 def test_it_redacts_values_under_sensitive_key_names(key: str) -> None:
     done = redact_value({"outer": [{"inner": {key: "s3cr3t-value"}}], "sku": "A12"})
 
@@ -81,7 +95,7 @@ def test_it_leaves_empty_values_and_ordinary_keys_alone() -> None:
         (
             '{"pay": "4111111111111111", "at": 1733100000004}',
             f'{{"pay": "{CARD_MARK}", "at": 1733100000004}}',
-        ),  # fmt: skip
+        ),
         # …never a Luhn-valid float, timing, id or timestamp.
         ("0.0111896789999262", "0.0111896789999262"),
         ("succeeded in 0.0111896789999262s", "succeeded in 0.0111896789999262s"),
@@ -122,8 +136,12 @@ def test_it_redacts_catalog_paths_and_schema_marks() -> None:
 
     shown = redact(args, spec=spec)
 
-    assert shown == {"pin": REDACTED, "payer": [{"name": REDACTED, "id": 7}], "code": REDACTED,
-                     "items": [{"v": REDACTED}]}  # fmt: skip
+    assert shown == {
+        "pin": REDACTED,
+        "payer": [{"name": REDACTED, "id": 7}],
+        "code": REDACTED,
+        "items": [{"v": REDACTED}],
+    }
     assert args["pin"] == 1234  # a copy: the original is untouched
 
 

@@ -190,9 +190,11 @@ def test_spans_go_out_over_grpc_too(
 
 
 FAST = {
-    "TOOLOPS_APPROVAL_SWEEP_S": "0.5", "TOOLOPS_APPROVAL_GRACE_S": "1",
-    "TOOLOPS_COMPENSATION_SWEEP_S": "0.5", "TOOLOPS_COMPENSATION_GRACE_S": "1",
-}  # fmt: skip
+    "TOOLOPS_APPROVAL_SWEEP_S": "0.5",
+    "TOOLOPS_APPROVAL_GRACE_S": "1",
+    "TOOLOPS_COMPENSATION_SWEEP_S": "0.5",
+    "TOOLOPS_COMPENSATION_GRACE_S": "1",
+}
 
 
 @pytest.mark.usefixtures("shop")
@@ -208,9 +210,11 @@ def test_an_approved_call_continues_its_run_and_an_undo_links_to_what_it_undoes(
     agent = Agent(server.url, agent_a[1])
     reserved = agent.call(0, "reserve_stock", RESERVE)
     held = agent.call(
-        1, "create_order", {"sku": "A12", "qty": 1, "amount": "9.50"},
+        1,
+        "create_order",
+        {"sku": "A12", "qty": 1, "amount": "9.50"},
         traceparent=f"00-{agent.trace_id}-{AGENT_SPAN}-01",
-    )  # fmt: skip
+    )
     assert held["status"] == "pending_approval"
     approval = Approval.objects.get()
     rita = make_user(django_user_model, "rita", "reviewers")

@@ -81,9 +81,11 @@ def test_the_args_hash_of_redacted_args_cannot_confirm_a_guess(
     start_run(api)
     plain = call_ok(api, step_index=0, tool="query_stock", args={"sku": "A12"})
     secret = call_ok(
-        api, step_index=1, tool="send_notification",
+        api,
+        step_index=1,
+        tool="send_notification",
         args={"to": "jane.doe@example.com", "message": "hello"},
-    )  # fmt: skip
+    )
 
     by_call = {s.attributes["toolops.call_id"]: s for s in exported() if s.parent is None}
     assert (

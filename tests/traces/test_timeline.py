@@ -48,21 +48,60 @@ def ended(agent_a: tuple[Agent, str]) -> Run:
     """A run of 10 s: tc-1 (0–1 s) with one attempt; tc-2 (2–6 s) retried after 2 s of
     backoff; tc-3 unknown, one attempt and one reconcile look."""
     run = make_run(agent_a[0], "r-axis", status="completed", created_at=T0, ended_at=at(10))
-    stock = make_call(run, "tc-1", 0, "query_stock", "succeeded", created_at=at(0),
-                      finished_at=at(1), attempts=1)  # fmt: skip
+    stock = make_call(
+        run, "tc-1", 0, "query_stock", "succeeded", created_at=at(0), finished_at=at(1), attempts=1
+    )
     make_attempt(stock, 1, started_at=at(0.5), duration_ms=500.0)
-    reserve = make_call(run, "tc-2", 1, "reserve_stock", "succeeded", created_at=at(2),
-                        finished_at=at(6), attempts=2, idempotency_key="b" * 64)  # fmt: skip
-    make_attempt(reserve, 1, started_at=at(2), duration_ms=1000.0, outcome="retry",
-                 http_status=503, downstream_request_id="req-first")  # fmt: skip
-    make_attempt(reserve, 2, started_at=at(5), duration_ms=1000.0, waited_ms=2000.0,
-                 downstream_request_id="req-second")  # fmt: skip
+    reserve = make_call(
+        run,
+        "tc-2",
+        1,
+        "reserve_stock",
+        "succeeded",
+        created_at=at(2),
+        finished_at=at(6),
+        attempts=2,
+        idempotency_key="b" * 64,
+    )
+    make_attempt(
+        reserve,
+        1,
+        started_at=at(2),
+        duration_ms=1000.0,
+        outcome="retry",
+        http_status=503,
+        downstream_request_id="req-first",
+    )
+    make_attempt(
+        reserve,
+        2,
+        started_at=at(5),
+        duration_ms=1000.0,
+        waited_ms=2000.0,
+        downstream_request_id="req-second",
+    )
     make_record(reserve, state="recorded", recorded_at=at(6))
-    order = make_call(run, "tc-3", 2, "create_order", "unknown", created_at=at(7),
-                      attempts=1, error_class="unknown", error_reason="timeout")  # fmt: skip
+    order = make_call(
+        run,
+        "tc-3",
+        2,
+        "create_order",
+        "unknown",
+        created_at=at(7),
+        attempts=1,
+        error_class="unknown",
+        error_reason="timeout",
+    )
     make_attempt(order, 1, started_at=at(7), duration_ms=1000.0, outcome="unknown")
-    make_attempt(order, 1, started_at=at(8.5), duration_ms=500.0, purpose="reconcile",
-                 outcome="query_failed", downstream_request_id="req-look")  # fmt: skip
+    make_attempt(
+        order,
+        1,
+        started_at=at(8.5),
+        duration_ms=500.0,
+        purpose="reconcile",
+        outcome="query_failed",
+        downstream_request_id="req-look",
+    )
     return run
 
 
@@ -146,17 +185,34 @@ def test_open_calls_run_to_now_and_say_what_they_wait_for(
     make_call(
         run, "tc-flying", 0, "reserve_stock", "in_progress", created_at=now - timedelta(seconds=500)
     )
-    lost = make_call(run, "tc-lost", 1, "create_order", "unknown",
-                     created_at=now - timedelta(seconds=400),
-                     next_reconcile_at=now + timedelta(seconds=30))  # fmt: skip
-    make_attempt(lost, 1, started_at=now - timedelta(seconds=400), duration_ms=100_000.0,
-                 outcome="unknown")  # fmt: skip
+    lost = make_call(
+        run,
+        "tc-lost",
+        1,
+        "create_order",
+        "unknown",
+        created_at=now - timedelta(seconds=400),
+        next_reconcile_at=now + timedelta(seconds=30),
+    )
+    make_attempt(
+        lost, 1, started_at=now - timedelta(seconds=400), duration_ms=100_000.0, outcome="unknown"
+    )
     approval = Approval.objects.create(
-        run=run, tool="charge", reason="irreversible", args_hash="h",
+        run=run,
+        tool="charge",
+        reason="irreversible",
+        args_hash="h",
         expires_at=now + timedelta(hours=1),
-    )  # fmt: skip
-    make_call(run, "tc-charge", 2, "charge", "pending_approval", approval=approval,
-              created_at=now - timedelta(seconds=300))  # fmt: skip
+    )
+    make_call(
+        run,
+        "tc-charge",
+        2,
+        "charge",
+        "pending_approval",
+        approval=approval,
+        created_at=now - timedelta(seconds=300),
+    )
 
     response = reviewer_client.get(f"/console/runs/{run.pk}/")
 
@@ -183,9 +239,17 @@ def test_the_header_says_where_it_stopped_and_why(
 ) -> None:
     run = make_run(agent_a[0], "r-breaker")
     ok = make_call(run, "tc-1", 0, "query_stock", "succeeded", attempts=3, tokens=120)
-    make_call(run, "tc-2", 4, "create_order", "failed", error_class="retry",
-              error_reason="circuit_open", tokens=80,
-              error_message="circuit open until 2026-01-05T12:01:00Z")  # fmt: skip
+    make_call(
+        run,
+        "tc-2",
+        4,
+        "create_order",
+        "failed",
+        error_class="retry",
+        error_reason="circuit_open",
+        tokens=80,
+        error_message="circuit open until 2026-01-05T12:01:00Z",
+    )
 
     response = reviewer_client.get(f"/console/runs/{run.pk}/")
 
@@ -201,8 +265,9 @@ def test_the_header_says_where_it_stopped_and_why(
 def test_a_limit_reached_is_said_in_words(
     reviewer_client: Client, agent_a: tuple[Agent, str]
 ) -> None:
-    run = make_run(agent_a[0], "r-spent", status="budget_exhausted", max_attempts=3,
-                   attempts_used=3)  # fmt: skip
+    run = make_run(
+        agent_a[0], "r-spent", status="budget_exhausted", max_attempts=3, attempts_used=3
+    )
 
     page = reviewer_client.get(f"/console/runs/{run.pk}/").content.decode()
 
@@ -215,9 +280,16 @@ def test_undo_calls_link_to_the_call_they_undo_and_back(
 ) -> None:
     run = make_run(agent_a[0], "r-undo", status="aborted")
     reserve = make_call(run, "tc-1", 0, "reserve_stock", "succeeded")
-    undo = make_call(run, f"~undo:{reserve.call_id}:1", 0, "release_stock", "succeeded",
-                     role="undo", trace_id="f" * 32,
-                     link=f"{run.trace_id}-{reserve.span_id}")  # fmt: skip
+    undo = make_call(
+        run,
+        f"~undo:{reserve.call_id}:1",
+        0,
+        "release_stock",
+        "succeeded",
+        role="undo",
+        trace_id="f" * 32,
+        link=f"{run.trace_id}-{reserve.span_id}",
+    )
 
     rows = lanes(run)
 
@@ -235,8 +307,9 @@ def test_args_are_shown_redacted_and_full_args_are_linked_only_with_the_permissi
     reviewer: Any, agent_a: tuple[Agent, str]
 ) -> None:
     run = make_run(agent_a[0], "r-secret")
-    secret = make_call(run, "tc-1", 0, "login", "succeeded",
-                       args={"user": "ann", "password": "hunter2"})  # fmt: skip
+    secret = make_call(
+        run, "tc-1", 0, "login", "succeeded", args={"user": "ann", "password": "hunter2"}
+    )
 
     page = logged_in(reviewer).get(f"/console/runs/{run.pk}/").content.decode()
     assert "hunter2" not in page
@@ -271,25 +344,48 @@ def make_long_run(
         status = "succeeded"
         if stop_at is not None and i >= stop_at:
             status = "failed" if i == stop_at else "skipped"
-        calls.append(ToolCall(
-            run=run, call_id=f"c-long-{count}-{i}", tool_call_id=f"tc-{i}", step_index=i,
-            tool="reserve_stock", status=status, args={"sku": "A12", "qty": 1},
-            args_digest="x", idempotency_key=f"{count}-{i}".rjust(64, "0"),
-            attempts=3 if i % 10 == 0 else 1, created_at=at(i), finished_at=at(i + 0.5),
-        ))  # fmt: skip
+        calls.append(
+            ToolCall(
+                run=run,
+                call_id=f"c-long-{count}-{i}",
+                tool_call_id=f"tc-{i}",
+                step_index=i,
+                tool="reserve_stock",
+                status=status,
+                args={"sku": "A12", "qty": 1},
+                args_digest="x",
+                idempotency_key=f"{count}-{i}".rjust(64, "0"),
+                attempts=3 if i % 10 == 0 else 1,
+                created_at=at(i),
+                finished_at=at(i + 0.5),
+            )
+        )
     ToolCall.objects.bulk_create(calls)
     attempts, records = [], []
     for i, c in enumerate(calls):
         for n in range(1, c.attempts + 1):
-            attempts.append(Attempt(
-                call=c, number=n, span_id=f"{i:08x}{n:08x}", started_at=at(i + 0.1 * n),
-                duration_ms=50.0, waited_ms=20.0 if n > 1 else 0.0,
-                outcome="ok" if n == c.attempts else "retry", downstream_request_id=f"req-{i}-{n}",
-            ))  # fmt: skip
-        records.append(IdempotencyRecord(
-            key=c.idempotency_key, call_ref=c.call_id, tool=c.tool, state="recorded",
-            lease_until=at(i + 30), expires_at=at(i + 86400),
-        ))  # fmt: skip
+            attempts.append(
+                Attempt(
+                    call=c,
+                    number=n,
+                    span_id=f"{i:08x}{n:08x}",
+                    started_at=at(i + 0.1 * n),
+                    duration_ms=50.0,
+                    waited_ms=20.0 if n > 1 else 0.0,
+                    outcome="ok" if n == c.attempts else "retry",
+                    downstream_request_id=f"req-{i}-{n}",
+                )
+            )
+        records.append(
+            IdempotencyRecord(
+                key=c.idempotency_key,
+                call_ref=c.call_id,
+                tool=c.tool,
+                state="recorded",
+                lease_until=at(i + 30),
+                expires_at=at(i + 86400),
+            )
+        )
     Attempt.objects.bulk_create(attempts)
     IdempotencyRecord.objects.bulk_create(records)
     Compensation.objects.bulk_create(
@@ -308,9 +404,11 @@ TIMELINE_QUERIES = 15
 
 @pytest.mark.parametrize("page", ["", "?page=1", "?page=10"])
 def test_a_run_of_1000_calls_is_shown_in_a_constant_number_of_queries(
-    reviewer_client: Client, agent_a: tuple[Agent, str], django_assert_num_queries: Any,
+    reviewer_client: Client,
+    agent_a: tuple[Agent, str],
+    django_assert_num_queries: Any,
     page: str,
-) -> None:  # fmt: skip
+) -> None:
     run = make_long_run(agent_a[0], 1000, stop_at=650, compensations=650)
 
     with django_assert_num_queries(TIMELINE_QUERIES):

@@ -74,17 +74,27 @@ def call(http: httpx.Client, run_id: str, **body: Any) -> dict[str, Any]:
     ],
 )
 def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
-    live: str, toolops_server: Callable[..., Any], shop: Shop, rita: Any,
-    agent_a: tuple[Agent, str], page: Any,
-) -> None:  # fmt: skip
+    live: str,
+    toolops_server: Callable[..., Any],
+    shop: Shop,
+    rita: Any,
+    agent_a: tuple[Agent, str],
+    page: Any,
+) -> None:
     from playwright.sync_api import expect
 
     # Without REDIS_URL there is no layer shared between processes: the page polls.
     server = toolops_server(REDIS_URL=REDIS_URL if live == "push" else "")
     with agent_http(server, agent_a) as http:
         assert http.post("/api/v1/runs", json={"run_id": "r-live"}).status_code == 201
-        first = call(http, "r-live", step_index=0, tool="query_stock", args={"sku": "A12"},
-                     tool_call_id="tc-stock")  # fmt: skip
+        first = call(
+            http,
+            "r-live",
+            step_index=0,
+            tool="query_stock",
+            args={"sku": "A12"},
+            tool_call_id="tc-stock",
+        )
         assert first["status"] == "succeeded"
         run = Run.objects.get(run_id="r-live")
         requests: list[str] = []
@@ -101,8 +111,14 @@ def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
 
         # The agent reserves stock; the shop refuses the first attempt, so it is retried.
         shop.fault("/inventory/reservations", fail_next=1, fail_status=503)
-        second = call(http, "r-live", step_index=1, tool="reserve_stock",
-                      args={"sku": "A12", "qty": 1}, tool_call_id="tc-reserve")  # fmt: skip
+        second = call(
+            http,
+            "r-live",
+            step_index=1,
+            tool="reserve_stock",
+            args={"sku": "A12", "qty": 1},
+            tool_call_id="tc-reserve",
+        )
         assert second["status"] == "succeeded"
 
         lane = page.locator(f"#call-{second['call_id']}")
@@ -132,8 +148,14 @@ def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
             # The socket drops and a call is made before it is back: what was pushed in
             # between was never heard, so the page fetches itself again on reconnecting.
             page.evaluate("window.__sockets.forEach((s) => s.close())")
-            third = call(http, "r-live", step_index=2, tool="query_stock", args={"sku": "B7"},
-                         tool_call_id="tc-again")  # fmt: skip
+            third = call(
+                http,
+                "r-live",
+                step_index=2,
+                tool="query_stock",
+                args={"sku": "B7"},
+                tool_call_id="tc-again",
+            )
             expect(page.locator(f"#call-{third['call_id']}")).to_be_visible(timeout=8_000)
             assert page.evaluate("window.__notReloaded") is True
             # The run completes: the page hears of it and stops listening for more.
@@ -142,19 +164,34 @@ def test_a_running_runs_timeline_shows_a_new_call_without_a_reload(
 
 
 def test_a_tool_call_id_in_the_navigations_search_box_lands_on_the_call(
-    toolops_server: Callable[..., Any], shop: Shop, rita: Any, agent_a: tuple[Agent, str],
+    toolops_server: Callable[..., Any],
+    shop: Shop,
+    rita: Any,
+    agent_a: tuple[Agent, str],
     page: Any,
-) -> None:  # fmt: skip
+) -> None:
     from playwright.sync_api import expect
 
     server = toolops_server(REDIS_URL="")
     with agent_http(server, agent_a) as http:
         for run_id in ("r-other", "r-found"):
             assert http.post("/api/v1/runs", json={"run_id": run_id}).status_code == 201
-        call(http, "r-other", step_index=0, tool="query_stock", args={"sku": "B7"},
-             tool_call_id="tc-elsewhere")  # fmt: skip
-        found = call(http, "r-found", step_index=0, tool="query_stock", args={"sku": "A12"},
-                     tool_call_id="tc-needle-42")  # fmt: skip
+        call(
+            http,
+            "r-other",
+            step_index=0,
+            tool="query_stock",
+            args={"sku": "B7"},
+            tool_call_id="tc-elsewhere",
+        )
+        found = call(
+            http,
+            "r-found",
+            step_index=0,
+            tool="query_stock",
+            args={"sku": "A12"},
+            tool_call_id="tc-needle-42",
+        )
     run = Run.objects.get(run_id="r-found")
 
     log_in(page, server.url, "/console/")

@@ -100,12 +100,18 @@ def test_the_executor_tells_the_run_of_each_call_it_claims_and_records(
     run = Run.objects.get(run_id="r-hooks")
 
     with patch("traces.services.run_changed", autospec=True) as run_changed:
-        api.post("/api/v1/runs/r-hooks/calls", {"step_index": 0, "tool": "query_stock",
-                 "args": {"sku": "A12"}}, format="json")  # fmt: skip
+        api.post(
+            "/api/v1/runs/r-hooks/calls",
+            {"step_index": 0, "tool": "query_stock", "args": {"sku": "A12"}},
+            format="json",
+        )
         assert run_changed.call_args_list == [called(run_pk=run.pk)]  # a read: recorded
         run_changed.reset_mock()
-        api.post("/api/v1/runs/r-hooks/calls", {"step_index": 1, "tool": "reserve_stock",
-                 "args": {"sku": "A12", "qty": 1}}, format="json")  # fmt: skip
+        api.post(
+            "/api/v1/runs/r-hooks/calls",
+            {"step_index": 1, "tool": "reserve_stock", "args": {"sku": "A12", "qty": 1}},
+            format="json",
+        )
         # A write: in flight once claimed, then recorded.
         assert run_changed.call_args_list == [called(run_pk=run.pk)] * 2
         run_changed.reset_mock()
@@ -151,13 +157,17 @@ def test_a_refreshed_run_body_has_the_links_of_the_full_page(
     compensation = Compensation.objects.create(
         run=run, call=reserve, tool="release_stock", key="k" * 64, status="dead_lettered"
     )
-    ticket = Ticket.objects.create(compensation=compensation, run=run, tool="release_stock",
-                                   reason=Ticket.Reason.DEAD_LETTERED)  # fmt: skip
+    ticket = Ticket.objects.create(
+        compensation=compensation, run=run, tool="release_stock", reason=Ticket.Reason.DEAD_LETTERED
+    )
     lost = make_call(run, "tc-2", 1, "create_order", "unknown")
     approval = Approval.objects.create(
-        run=run, tool="charge", reason="irreversible", args_hash="h",
+        run=run,
+        tool="charge",
+        reason="irreversible",
+        args_hash="h",
         expires_at=now + timedelta(hours=1),
-    )  # fmt: skip
+    )
     held = make_call(run, "tc-3", 2, "charge", "pending_approval", approval=approval)
     client = logged_in(everyone)
     url = f"/console/runs/{run.pk}/"

@@ -26,11 +26,25 @@ def test_a_call_row_shows_its_title_and_its_error_in_words(
 ) -> None:
     run = make_run(agent_a[0], "r-titles", status="completed")
     make_call(run, "tc-1", 0, "charge", "succeeded", args=CHARGE, result={"charge_id": "ch_1"})
-    failed = make_call(run, "tc-2", 1, "refund", "failed", args={"charge_id": "ch_1"},
-                       error_class="retry", error_reason="downstream_error",
-                       error_message="HTTP 503: injected_fault")  # fmt: skip
-    make_attempt(failed, 1, tool="refund", outcome="retry", http_status=503,
-                 error="ConnectionResetError(104, 'Connection reset by peer')")  # fmt: skip
+    failed = make_call(
+        run,
+        "tc-2",
+        1,
+        "refund",
+        "failed",
+        args={"charge_id": "ch_1"},
+        error_class="retry",
+        error_reason="downstream_error",
+        error_message="HTTP 503: injected_fault",
+    )
+    make_attempt(
+        failed,
+        1,
+        tool="refund",
+        outcome="retry",
+        http_status=503,
+        error="ConnectionResetError(104, 'Connection reset by peer')",
+    )
     make_call(run, "tc-3", 2, "cancel_order", "succeeded", args={"order_id": "o-1"})
     client = logged_in(make_user(django_user_model, "olga", "operators"))
 

@@ -36,8 +36,9 @@ HOOK = "https://hooks.example/services/T0/B0/abc"
 def sealed_call(agent: Any) -> ToolCall:
     """A call as the executor leaves it: args and result redacted, both sealed."""
     run = make_run(agent, "r-v")
-    call = make_call(run, "tc-1", 0, "save", "succeeded", args=dict(FULL_ARGS),
-                     args_digest="d" * 64)  # fmt: skip
+    call = make_call(
+        run, "tc-1", 0, "save", "succeeded", args=dict(FULL_ARGS), args_digest="d" * 64
+    )
     traces.args_seal(call, spec=None)
     traces.sealed_save(call)
     traces.result_seal(call, FULL_RESULT, spec=None)
@@ -236,8 +237,12 @@ def test_a_process_with_a_bad_key_does_not_start(tmp_path: Path) -> None:
 
     done = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert done.returncode != 0
     assert "TOOLOPS_ARGS_KEYS: key 1 of 1 is not a Fernet key" in done.stderr

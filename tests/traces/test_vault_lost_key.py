@@ -99,8 +99,9 @@ def test_an_approved_call_ends_failed_and_sends_nothing(
     assert "Its full args could not be decrypted" in page and "nothing is sent" in page
     assert "The full args, unredacted" not in page
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
-        approval_decide(approval=approval, by=reviewer, approve=True, note="ok",
-                        args_hash=approval.args_hash)  # fmt: skip
+        approval_decide(
+            approval=approval, by=reviewer, approve=True, note="ok", args_hash=approval.args_hash
+        )
 
     assert execute_approved_call(approval.pk) == "failed"
 

@@ -91,11 +91,13 @@ def lockout_clear(
         count, _ = attempts.delete()
         if count:
             audit_record(
-                actor=by, action=Action.LOGIN_UNLOCK, obj=Ref("login", username),
+                actor=by,
+                action=Action.LOGIN_UNLOCK,
+                obj=Ref("login", username),
                 detail={"username": username, "address": ip_address},
                 summary=f"Unlocked the login of {username} from {ip_address}",
                 request=request,
-            )  # fmt: skip
+            )
     if count:
         log.warning(
             "login lockout of %r from %s cleared by %s", username, ip_address, by.get_username()

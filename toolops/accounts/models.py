@@ -29,9 +29,13 @@ class Agent(models.Model):
     # The person answerable for the agent. Separation of duties: they may not approve its
     # calls (approvals/services.py), as an author may not approve their own change.
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="agents", help_text="Who runs this agent; they cannot approve its calls.",
-    )  # fmt: skip
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="agents",
+        help_text="Who runs this agent; they cannot approve its calls.",
+    )
     # The last request with its token, to the minute (toolops/api/auth.py writes it at
     # most once a minute): a token nobody uses any more is one to revoke.
     last_used_at = models.DateTimeField(null=True, blank=True)

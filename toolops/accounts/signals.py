@@ -36,8 +36,10 @@ def on_user_locked_out(
     # axes has committed its own row by now: the entry gets a transaction of its own.
     with transaction.atomic():
         audit_record(
-            actor=None, action=Action.LOGIN_LOCKOUT, obj=Ref("login", username or ""),
+            actor=None,
+            action=Action.LOGIN_LOCKOUT,
+            obj=Ref("login", username or ""),
             detail={"username": username or "", "address": ip_address or ""},
             summary=f"Locked the login of {username} from {ip_address} after repeated failures",
             request=request,
-        )  # fmt: skip
+        )

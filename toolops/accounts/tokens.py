@@ -36,11 +36,13 @@ def agent_token_rotate(*, agent: Agent, by: Any = None, via: str = "") -> str:
         agent.is_active = True
         agent.save(update_fields=["token_hash", "token_hint", "is_active"])
         audit_record(
-            actor=by, action=Action.TOKEN_ROTATE, obj=agent,
+            actor=by,
+            action=Action.TOKEN_ROTATE,
+            obj=agent,
             detail={"agent": agent.name, "hint": agent.token_hint, "via": via},
             summary=f"Gave agent {agent.name} a new token ({agent.token_hint}…)"
             + (f" via {via}" if via else ""),
-        )  # fmt: skip
+        )
     return token
 
 
@@ -56,8 +58,10 @@ def agent_revoke(*, agent: Agent, by: Any = None, via: str = "") -> bool:
         agent.is_active = False
         agent.save(update_fields=["token_hash", "is_active"])
         audit_record(
-            actor=by, action=Action.TOKEN_REVOKE, obj=agent,
+            actor=by,
+            action=Action.TOKEN_REVOKE,
+            obj=agent,
             detail={"agent": agent.name, "was_active": was_active, "via": via},
             summary=f"Revoked the token of agent {agent.name}" + (f" via {via}" if via else ""),
-        )  # fmt: skip
+        )
     return was_active

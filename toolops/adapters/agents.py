@@ -43,8 +43,18 @@ from toolops.client import AsyncRun, Call
 from . import field, model_text
 
 # What OpenAI's strict mode accepts as is; any other keyword makes a tool non-strict.
-STRICT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "items",
-                   "enum", "description", "title", "anyOf", "const"}  # fmt: skip
+STRICT_KEYWORDS = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "description",
+    "title",
+    "anyOf",
+    "const",
+}
 
 
 async def agents_tools(run: AsyncRun, *, wait: float = 30.0, pause: bool = True) -> AgentsTools:
@@ -59,9 +69,13 @@ class AgentsTools:
     """Function tools bound to one ToolOps run, and the hooks that count its turns."""
 
     def __init__(
-        self, run: AsyncRun, catalog: list[dict[str, Any]], *, wait: float = 30.0,
+        self,
+        run: AsyncRun,
+        catalog: list[dict[str, Any]],
+        *,
+        wait: float = 30.0,
         pause: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.run = run
         self.wait = wait
         # A reopened run keeps its calls' steps: a resumed turn must send the same ones.
@@ -75,8 +89,13 @@ class AgentsTools:
 
     def note_response(self, response: ModelResponse) -> None:
         """One model turn: its function calls share the next step_index."""
-        self.turn([field(item, "call_id") for item in response.output
-                   if field(item, "type") == "function_call"])  # fmt: skip
+        self.turn(
+            [
+                field(item, "call_id")
+                for item in response.output
+                if field(item, "type") == "function_call"
+            ]
+        )
 
     def turn(self, call_ids: list[str]) -> None:
         """Calls of one turn: those not yet known take the step of one that is (a paused
@@ -119,9 +138,11 @@ class AgentsTools:
         self.turn([field(i.raw_item, "call_id") for i in items])  # all of the paused turn
         for item in items:
             call = await self.submit(
-                item.tool_name, _args(field(item.raw_item, "arguments")),
-                field(item.raw_item, "call_id"), wait=max(0.0, deadline - time.monotonic()),
-            )  # fmt: skip
+                item.tool_name,
+                _args(field(item.raw_item, "arguments")),
+                field(item.raw_item, "call_id"),
+                wait=max(0.0, deadline - time.monotonic()),
+            )
             if call.status == "rejected":
                 state.reject(item, rejection_message=model_text(call))
             elif not call.waiting:
@@ -158,11 +179,13 @@ class AgentsTools:
 
         schema = spec.get("params_schema") or {"type": "object", "properties": {}}
         return FunctionTool(
-            name=name, description=spec.get("description") or name,
-            params_json_schema=schema, on_invoke_tool=invoke,
+            name=name,
+            description=spec.get("description") or name,
+            params_json_schema=schema,
+            on_invoke_tool=invoke,
             strict_json_schema=schema.get("type") == "object" and _strict_ok(schema),
             needs_approval=held if pause and spec.get("requires_approval") else False,
-        )  # fmt: skip
+        )
 
 
 class TurnHooks(RunHooks[Any]):

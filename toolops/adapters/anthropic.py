@@ -34,12 +34,17 @@ def run_tool_uses(
         if field(block, "type") != "tool_use":
             continue
         call = run.call(
-            field(block, "name"), dict(field(block, "input") or {}), step_index=step_index,
-            tool_call_id=field(block, "id"), wait=wait,
-        )  # fmt: skip
+            field(block, "name"),
+            dict(field(block, "input") or {}),
+            step_index=step_index,
+            tool_call_id=field(block, "id"),
+            wait=wait,
+        )
         result: dict[str, Any] = {
-            "type": "tool_result", "tool_use_id": field(block, "id"), "content": model_text(call),
-        }  # fmt: skip
+            "type": "tool_result",
+            "tool_use_id": field(block, "id"),
+            "content": model_text(call),
+        }
         if not call.ok:
             result["is_error"] = True
         results.append(result)

@@ -117,9 +117,12 @@ def tool_messages(
     messages = []
     for tool_call in message.tool_calls:
         call = run.call(
-            tool_call["name"], tool_call["args"], step_index=step_index,
-            tool_call_id=tool_call["id"], wait=wait,
-        )  # fmt: skip
+            tool_call["name"],
+            tool_call["args"],
+            step_index=step_index,
+            tool_call_id=tool_call["id"],
+            wait=wait,
+        )
         messages.append(
             ToolMessage(
                 content=model_text(call),

@@ -43,9 +43,12 @@ def run_tool_calls(
             continue
         function = field(tool_call, "function")
         call = run.call(
-            field(function, "name"), field(function, "arguments") or "{}",
-            step_index=step_index, tool_call_id=field(tool_call, "id"), wait=wait,
-        )  # fmt: skip
+            field(function, "name"),
+            field(function, "arguments") or "{}",
+            step_index=step_index,
+            tool_call_id=field(tool_call, "id"),
+            wait=wait,
+        )
         messages.append(
             {"role": "tool", "tool_call_id": field(tool_call, "id"), "content": model_text(call)}
         )
@@ -62,11 +65,17 @@ def run_function_calls(
         if field(item, "type") != "function_call":
             continue
         call = run.call(
-            field(item, "name"), field(item, "arguments") or "{}", step_index=step_index,
-            tool_call_id=field(item, "call_id"), wait=wait,
-        )  # fmt: skip
+            field(item, "name"),
+            field(item, "arguments") or "{}",
+            step_index=step_index,
+            tool_call_id=field(item, "call_id"),
+            wait=wait,
+        )
         items.append(
-            {"type": "function_call_output", "call_id": field(item, "call_id"),
-             "output": model_text(call)}
-        )  # fmt: skip
+            {
+                "type": "function_call_output",
+                "call_id": field(item, "call_id"),
+                "output": model_text(call),
+            }
+        )
     return items

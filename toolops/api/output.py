@@ -104,9 +104,12 @@ def run_out(run: Run, *, calls_after: str | None = None) -> dict[str, Any]:
         total, attempts, tokens = tally.total, tally.attempts, tally.tokens
         last_ok = tally.last_succeeded
         summary = summary_text(
-            total=tally.total, ok=tally.ok, problems=tally.problems,
-            problems_total=tally.problems_total, waiting=tally.waiting,
-        )  # fmt: skip
+            total=tally.total,
+            ok=tally.ok,
+            problems=tally.problems,
+            problems_total=tally.problems_total,
+            waiting=tally.waiting,
+        )
     limited = run.has_limits
     out = {
         "run_id": run.run_id,
@@ -224,7 +227,7 @@ class CompensationSchema(serializers.Serializer):
             "succeeded",
             "dead_lettered",
             "resolved",
-        ]  # fmt: skip
+        ]
     )
     for_tool_call_id = serializers.CharField()
 

@@ -271,28 +271,49 @@ class ToolListApi(APIView):
         tools = agent_tools(request.user)
         unavailable = executor.breaker_availability()
         if shape == "anthropic":
-            return Response({"tools": [
-                {"name": t.name, "description": t.description, "input_schema": t.params_schema}
-                for t in tools
-            ]})  # fmt: skip
+            return Response(
+                {
+                    "tools": [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "input_schema": t.params_schema,
+                        }
+                        for t in tools
+                    ]
+                }
+            )
         if shape == "openai":
-            return Response({"tools": [
-                {"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.params_schema,
-                }}
-                for t in tools
-            ]})  # fmt: skip
-        return Response({"tools": [
+            return Response(
+                {
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": t.name,
+                                "description": t.description,
+                                "parameters": t.params_schema,
+                            },
+                        }
+                        for t in tools
+                    ]
+                }
+            )
+        return Response(
             {
-                "name": t.name,
-                "description": t.description,
-                "kind": t.kind,
-                "params_schema": t.params_schema,
-                "requires_approval": t.requires_approval,
-                "compensation": t.compensation.tool if t.compensation else None,
-                "query": t.query.tool if t.query else None,
-                "available": t.name not in unavailable,
-                "available_at": iso(unavailable.get(t.name)),
+                "tools": [
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "kind": t.kind,
+                        "params_schema": t.params_schema,
+                        "requires_approval": t.requires_approval,
+                        "compensation": t.compensation.tool if t.compensation else None,
+                        "query": t.query.tool if t.query else None,
+                        "available": t.name not in unavailable,
+                        "available_at": iso(unavailable.get(t.name)),
+                    }
+                    for t in tools
+                ]
             }
-            for t in tools
-        ]})  # fmt: skip
+        )

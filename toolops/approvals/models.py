@@ -55,9 +55,12 @@ class Approval(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     expires_at = models.DateTimeField()
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
-    )  # fmt: skip
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
     # Set by the one worker task that executes an approved call (a duplicate message, or

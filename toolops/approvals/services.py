@@ -120,15 +120,20 @@ def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: st
     decision = ApprovalVote.Decision.APPROVE if approve else ApprovalVote.Decision.REJECT
     # unique(approval, reviewer) backs the check above against a double submit.
     ApprovalVote.objects.create(
-        approval=approval, reviewer=by, decision=decision, note=note,
+        approval=approval,
+        reviewer=by,
+        decision=decision,
+        note=note,
         args_hash=approval.args_hash,
-    )  # fmt: skip
+    )
     said = f": {note}" if note else ""
     audit_record(
-        actor=by, action=Action.APPROVAL_DECIDE, obj=approval,
+        actor=by,
+        action=Action.APPROVAL_DECIDE,
+        obj=approval,
         detail={"decision": decision, "args_hash": approval.args_hash, "note": note},
         summary=f"{decision} (args {approval.args_hash[:12]}…){said}",
-    )  # fmt: skip
+    )
     if not approve:
         _end(approval, ApprovalStatus.REJECTED, by=by, note=note)
     elif (
@@ -180,9 +185,11 @@ def _end(
     call = ToolCall.objects.filter(approval=approval).first()
     if call is not None:
         executor.held_call_release(
-            call=call, expired=status == ApprovalStatus.EXPIRED, by_person=by is not None,
+            call=call,
+            expired=status == ApprovalStatus.EXPIRED,
+            by_person=by is not None,
             note=note,
-        )  # fmt: skip
+        )
     live.changed(group=LIVE_GROUP, item=approval.pk)
     return True
 

@@ -66,9 +66,12 @@ class AuditEntry(models.Model):
 
     # SET_NULL: deleting a user keeps their entries (the copied names below say who).
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
-    )  # fmt: skip
+    )
     actor_username = models.CharField(max_length=150, blank=True, default="")
     actor_name = models.CharField(max_length=300, blank=True, default="")
     action = models.CharField(max_length=32, choices=Action.choices)

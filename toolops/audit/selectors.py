@@ -48,8 +48,15 @@ def _day_start(day: Any) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def audit_entries(*, actor: str = "", action: str = "", since: Any = None, until: Any = None,
-                  before: int | None = None, limit: int = PAGE) -> AuditPage:  # fmt: skip
+def audit_entries(
+    *,
+    actor: str = "",
+    action: str = "",
+    since: Any = None,
+    until: Any = None,
+    before: int | None = None,
+    limit: int = PAGE,
+) -> AuditPage:
     """One page of entries, newest first, matching every filter given (dates inclusive,
     in the console's time zone). One query: limit + 1 rows tell whether more follow."""
     entries: QuerySet[AuditEntry] = AuditEntry.objects.order_by("-id")

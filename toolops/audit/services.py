@@ -102,10 +102,12 @@ _LINKS: dict[str, tuple[str, Any, Any]] = {
     "Run": ("run", lambda o: o.run_id, lambda o: f"/console/runs/{o.pk}/"),
     "ToolCall": ("call", lambda o: o.call_id, lambda o: f"/console/calls/{o.call_id}/"),
     "Approval": (
-        "approval", lambda o: o.approval_id, lambda o: f"/console/approvals/{o.approval_id}/"
+        "approval",
+        lambda o: o.approval_id,
+        lambda o: f"/console/approvals/{o.approval_id}/",
     ),
     "Ticket": ("ticket", lambda o: str(o.pk), lambda o: f"/console/tickets/{o.pk}/"),
     "CircuitBreaker": ("breaker", lambda o: o.tool, lambda o: "/console/health/"),
     "ToolPolicy": ("policy", lambda o: o.tool, lambda o: f"/console/tools/{o.tool}/policy/"),
     "Agent": ("agent", lambda o: o.name, lambda o: "/console/agents/"),
-}  # fmt: skip
+}

@@ -35,6 +35,16 @@ from .calls import (
 from .sync import Run, ToolOps
 
 __all__ = [
-    "AsyncRun", "AsyncToolOps", "BadRequest", "Call", "Conflict", "InvalidId", "NotFound", "Run",
-    "ServerError", "ToolOps", "ToolOpsError", "Unauthorized",
-]  # fmt: skip
+    "AsyncRun",
+    "AsyncToolOps",
+    "BadRequest",
+    "Call",
+    "Conflict",
+    "InvalidId",
+    "NotFound",
+    "Run",
+    "ServerError",
+    "ToolOps",
+    "ToolOpsError",
+    "Unauthorized",
+]

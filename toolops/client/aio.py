@@ -30,9 +30,13 @@ class AsyncToolOps:
     """The executor API for one agent, for asyncio code: the same as ToolOps."""
 
     def __init__(
-        self, url: str, token: str, *, timeout_s: float = 60.0,
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout_s: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url.rstrip("/")
         self.http = httpx.AsyncClient(**client_options(url, token, timeout_s), transport=transport)
 
@@ -79,14 +83,21 @@ class AsyncToolOps:
 
     @asynccontextmanager
     async def run(
-        self, *, run_id: str | None = None, session_key: str | None = None,
-        budget: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+        self,
+        *,
+        run_id: str | None = None,
+        session_key: str | None = None,
+        budget: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
         trace_id: str | None = None,
-    ) -> AsyncIterator[AsyncRun]:  # fmt: skip
+    ) -> AsyncIterator[AsyncRun]:
         data = await self.run_create(
-            run_id=run_id, session_key=session_key, budget=budget, metadata=metadata,
+            run_id=run_id,
+            session_key=session_key,
+            budget=budget,
+            metadata=metadata,
             trace_id=trace_id,
-        )  # fmt: skip
+        )
         run = AsyncRun(self, data)
         try:
             yield run
@@ -111,10 +122,16 @@ class AsyncRun:
         self.next_step = data.get("calls_total", len(data.get("calls") or []))
 
     async def call(
-        self, tool: str, args: Mapping[str, Any] | str, *, step_index: int | None = None,
-        tool_call_id: str | None = None, depends_on: list[str] | None = None, tokens: int = 0,
+        self,
+        tool: str,
+        args: Mapping[str, Any] | str,
+        *,
+        step_index: int | None = None,
+        tool_call_id: str | None = None,
+        depends_on: list[str] | None = None,
+        tokens: int = 0,
         wait: float = 0,
-    ) -> Call:  # fmt: skip
+    ) -> Call:
         step = self.next_step if step_index is None else step_index
         self.next_step = max(self.next_step, step + 1)
         body = _call_body(tool, args, step, tool_call_id, depends_on, tokens, wait)

@@ -30,8 +30,10 @@ class InvalidId(ValueError):
 
 def check_id(value: Any, what: str) -> str:
     if not isinstance(value, str) or ID_RE.fullmatch(value) is None:
-        raise InvalidId(f"{what} must be 1-128 characters from [A-Za-z0-9._:-], "
-                        f"exactly as sent (got {value!r:.60})")  # fmt: skip
+        raise InvalidId(
+            f"{what} must be 1-128 characters from [A-Za-z0-9._:-], "
+            f"exactly as sent (got {value!r:.60})"
+        )
     return value
 
 
@@ -152,19 +154,25 @@ class Call:
 
 
 def _call_body(
-    tool: str, args: Mapping[str, Any] | str, step_index: int, tool_call_id: str | None,
-    depends_on: list[str] | None, tokens: int, wait: float,
-) -> JSON:  # fmt: skip
+    tool: str,
+    args: Mapping[str, Any] | str,
+    step_index: int,
+    tool_call_id: str | None,
+    depends_on: list[str] | None,
+    tokens: int,
+    wait: float,
+) -> JSON:
     body: JSON = {
         "step_index": step_index,
         "tool": check_name(tool),
         "args": args if isinstance(args, str) else dict(args),
         # Made here, before the first try, so that a retry is the same request.
         "tool_call_id": (
-            f"tc-{uuid.uuid4().hex[:20]}" if tool_call_id is None
+            f"tc-{uuid.uuid4().hex[:20]}"
+            if tool_call_id is None
             else check_id(tool_call_id, "tool_call_id")
         ),
-    }  # fmt: skip
+    }
     if depends_on:
         body["depends_on"] = [check_id(i, "depends_on") for i in depends_on]
     if tokens:
@@ -175,19 +183,24 @@ def _call_body(
 
 
 def _run_body(
-    *, run_id: str | None = None, session_key: str | None = None,
-    budget: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+    *,
+    run_id: str | None = None,
+    session_key: str | None = None,
+    budget: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
     trace_id: str | None = None,
-) -> JSON:  # fmt: skip
+) -> JSON:
     body: JSON = {
         "run_id": f"r-{uuid.uuid4().hex[:20]}" if run_id is None else check_id(run_id, "run_id")
     }
     if session_key is not None:
         check_id(session_key, "session_key")
     for name, value in (
-        ("session_key", session_key), ("budget", budget), ("metadata", metadata),
+        ("session_key", session_key),
+        ("budget", budget),
+        ("metadata", metadata),
         ("trace_id", trace_id),
-    ):  # fmt: skip
+    ):
         if value is not None:
             body[name] = dict(value) if isinstance(value, Mapping) else value
     return body

@@ -29,9 +29,13 @@ class ToolOps:
     """The executor API for one agent (its token)."""
 
     def __init__(
-        self, url: str, token: str, *, timeout_s: float = 60.0,
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url.rstrip("/")
         self.http = httpx.Client(**client_options(url, token, timeout_s), transport=transport)
 
@@ -83,16 +87,23 @@ class ToolOps:
 
     @contextmanager
     def run(
-        self, *, run_id: str | None = None, session_key: str | None = None,
-        budget: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+        self,
+        *,
+        run_id: str | None = None,
+        session_key: str | None = None,
+        budget: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
         trace_id: str | None = None,
-    ) -> Iterator[Run]:  # fmt: skip
+    ) -> Iterator[Run]:
         """A run for the block: completed when it ends normally, aborted (the worker then
         undoes its writes) with the exception's text when it raises."""
         data = self.run_create(
-            run_id=run_id, session_key=session_key, budget=budget, metadata=metadata,
+            run_id=run_id,
+            session_key=session_key,
+            budget=budget,
+            metadata=metadata,
             trace_id=trace_id,
-        )  # fmt: skip
+        )
         run = Run(self, data)
         try:
             yield run
@@ -119,10 +130,16 @@ class Run:
         self.next_step = data.get("calls_total", len(data.get("calls") or []))
 
     def call(
-        self, tool: str, args: Mapping[str, Any] | str, *, step_index: int | None = None,
-        tool_call_id: str | None = None, depends_on: list[str] | None = None, tokens: int = 0,
+        self,
+        tool: str,
+        args: Mapping[str, Any] | str,
+        *,
+        step_index: int | None = None,
+        tool_call_id: str | None = None,
+        depends_on: list[str] | None = None,
+        tokens: int = 0,
         wait: float = 0,
-    ) -> Call:  # fmt: skip
+    ) -> Call:
         """Run one tool call. Its outcome is a Call, whatever it is: a failed tool is not
         an exception (its `feedback` is for the model). `wait` holds the answer up to that
         many seconds (≤ 30) while it waits for a person."""

@@ -132,8 +132,9 @@ def held(call: JSON, tool: str, why: str) -> JSON:
 def order_for(demo: Demo, run: str, amount: str) -> JSON | Outcome:
     """create_order in an auto-reviewed run: the scripted reviewer approves it."""
     api = demo.api
-    order = reviewed(api, api.call(run, 0, "create_order", order_args(demo.sku, amount),
-                                   tool_call_id="tc-1"))  # fmt: skip
+    order = reviewed(
+        api, api.call(run, 0, "create_order", order_args(demo.sku, amount), tool_call_id="tc-1")
+    )
     if order["status"] == "pending_approval":
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
@@ -209,8 +210,9 @@ def approval_expires(demo: Demo) -> Outcome:
     `python -m toolops.demo.agent --only "approval expires"` starts another when asked."""
     api, run = demo.api, demo.new_run("voucher")
     message = "Sorry for the wait: 10% off your next order with code DEMO10."
-    call = api.call(run, 0, "send_voucher", {"to": CUSTOMER, "message": message},
-                    tool_call_id="tc-1")  # fmt: skip
+    call = api.call(
+        run, 0, "send_voucher", {"to": CUSTOMER, "message": message}, tool_call_id="tc-1"
+    )
     approval = held(call, "send_voucher", "irreversible")
     ttl = round(seconds_between(call["created_at"], approval["expires_at"]))
     watch(demo, "approval expires", run, call)

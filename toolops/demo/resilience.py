@@ -33,32 +33,47 @@ def happy_path(demo: Demo) -> Outcome:
     stock = api.call(run, 0, "query_stock", {"sku": demo.sku}, tool_call_id="tc-stock")
     expect_status(stock, "succeeded")
     reserve = api.call(
-        run, 1, "reserve_stock", {"sku": demo.sku, "qty": 1},
-        tool_call_id="tc-reserve", depends_on=["tc-stock"],
-    )  # fmt: skip
+        run,
+        1,
+        "reserve_stock",
+        {"sku": demo.sku, "qty": 1},
+        tool_call_id="tc-reserve",
+        depends_on=["tc-stock"],
+    )
     expect_status(reserve, "succeeded")
     order = api.call(
-        run, 2, "create_order", order_args(demo.sku, "199.00"),
-        tool_call_id="tc-order", depends_on=["tc-reserve"],
-    )  # fmt: skip
+        run,
+        2,
+        "create_order",
+        order_args(demo.sku, "199.00"),
+        tool_call_id="tc-order",
+        depends_on=["tc-reserve"],
+    )
     order = reviewed(api, order)
     if order["status"] == "pending_approval":
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
     order_id = order["result"]["order_id"]
     charge = api.call(
-        run, 3, "charge", charge_args(order_id, "199.00"),
-        tool_call_id="tc-charge", depends_on=["tc-order"],
-    )  # fmt: skip
+        run,
+        3,
+        "charge",
+        charge_args(order_id, "199.00"),
+        tool_call_id="tc-charge",
+        depends_on=["tc-order"],
+    )
     charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)
     expect_status(charge, "succeeded")
     note = api.call(
-        run, 4, "send_notification",
+        run,
+        4,
+        "send_notification",
         {"to": CUSTOMER, "message": f"Order {order_id} is confirmed and paid."},
-        tool_call_id="tc-notify", depends_on=["tc-charge"],
-    )  # fmt: skip
+        tool_call_id="tc-notify",
+        depends_on=["tc-charge"],
+    )
     note = reviewed(api, note)
     if note["status"] == "pending_approval":
         return waiting_for_reviewer(run, note)
@@ -108,9 +123,13 @@ def charge_timeout(demo: Demo) -> Outcome:
     order_id = order["result"]["order_id"]
     with shop.fault("/payments/charges", timeout_next=1, hang_s=3):
         charge = api.call(
-            run, 1, "charge", charge_args(order_id, "75.00"),
-            tool_call_id="tc-2", depends_on=["tc-1"],
-        )  # fmt: skip
+            run,
+            1,
+            "charge",
+            charge_args(order_id, "75.00"),
+            tool_call_id="tc-2",
+            depends_on=["tc-1"],
+        )
         charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)
@@ -236,9 +255,13 @@ def dependency(demo: Demo) -> Outcome:
     lookup = api.call(run, 0, "query_stock", {"sku": "NO-SUCH-SKU"}, tool_call_id="tc-1")
     expect_status(lookup, "failed")
     reserve = api.call(
-        run, 1, "reserve_stock", {"sku": demo.sku, "qty": 1},
-        tool_call_id="tc-2", depends_on=["tc-1"],
-    )  # fmt: skip
+        run,
+        1,
+        "reserve_stock",
+        {"sku": demo.sku, "qty": 1},
+        tool_call_id="tc-2",
+        depends_on=["tc-1"],
+    )
     expect_status(reserve, "skipped")
     reason = (reserve["error"] or {}).get("reason")
     expect(reason == "dependency_failed", f"skipped with reason {reason}")
@@ -308,9 +331,13 @@ def unknown_charge(demo: Demo) -> Outcome:
         shop.fault("/payments/charges/lookup", fail_next=50, fail_status=500),
     ):
         charge = api.call(
-            run, 1, "charge", charge_args(order_id, "12.50"),
-            tool_call_id="tc-2", depends_on=["tc-1"],
-        )  # fmt: skip
+            run,
+            1,
+            "charge",
+            charge_args(order_id, "12.50"),
+            tool_call_id="tc-2",
+            depends_on=["tc-1"],
+        )
         charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)

@@ -38,9 +38,12 @@ def review_once(*, reviewer: AbstractBaseUser, out: TextIO | None = None) -> int
     for approval in waiting_approvals(reviewer):
         try:
             approval_decide(
-                approval=approval, by=reviewer, approve=True, note=NOTE,
+                approval=approval,
+                by=reviewer,
+                approve=True,
+                note=NOTE,
                 args_hash=approval.args_hash,
-            )  # fmt: skip
+            )
         except DecisionRefused as refused:
             # A person (or the expiry task, or an abort) was quicker: theirs stands.
             say(out, f"left {approval.approval_id}: {refused}")
@@ -59,8 +62,11 @@ def serve(
 ) -> None:
     """Look for approvals to decide every `interval_s` until `stop` is set."""
     reviewer = None
-    say(out, f"{READY}: approving as {username!r} what waits in runs with metadata "
-             f'{{"{METADATA_KEY}": "{AUTO}"}}')  # fmt: skip
+    say(
+        out,
+        f"{READY}: approving as {username!r} what waits in runs with metadata "
+        f'{{"{METADATA_KEY}": "{AUTO}"}}',
+    )
     while not stop.is_set():
         try:
             if reviewer is None:

@@ -64,9 +64,13 @@ def buy(demo: Demo, run: str, amount: str) -> dict[str, JSON] | Outcome:
         return waiting_for_reviewer(run, order)
     expect_status(order, "succeeded")
     charge = api.call(
-        run, 2, "charge", charge_args(order["result"]["order_id"], amount),
-        tool_call_id="tc-3", depends_on=["tc-2"],
-    )  # fmt: skip
+        run,
+        2,
+        "charge",
+        charge_args(order["result"]["order_id"], amount),
+        tool_call_id="tc-3",
+        depends_on=["tc-2"],
+    )
     charge = reviewed(api, charge)
     if charge["status"] == "pending_approval":
         return waiting_for_reviewer(run, charge)

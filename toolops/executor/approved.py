@@ -48,9 +48,13 @@ def _end_unsent(call: ToolCall, why: str) -> None:
     message = f"approved, but not run: {why}"
     text = feedback.fatal(call.tool, f"{message}; nothing was sent")
     ended = ToolCall.objects.filter(pk=call.pk, status=Status.IN_PROGRESS).update(
-        status=Status.FAILED, error_class="fatal", error_reason=ToolCall.Reason.REJECTED,
-        error_message=message, feedback=text, finished_at=timezone.now(),
-    )  # fmt: skip
+        status=Status.FAILED,
+        error_class="fatal",
+        error_reason=ToolCall.Reason.REJECTED,
+        error_message=message,
+        feedback=text,
+        finished_at=timezone.now(),
+    )
     if ended and call.policy_holds:
         spend.give_back(call.run.agent_id, call.policy_holds)
     if ended and call.idempotency_key:

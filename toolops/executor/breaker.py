@@ -51,8 +51,16 @@ def health_of(outcome: Outcome) -> str:
     return Health.NEUTRAL
 
 
-STATE_COLUMNS = ("tool", "state", "consecutive_failures", "open_until", "probe_until",
-                 "forced", "due", "probe_lapsed")  # fmt: skip
+STATE_COLUMNS = (
+    "tool",
+    "state",
+    "consecutive_failures",
+    "open_until",
+    "probe_until",
+    "forced",
+    "due",
+    "probe_lapsed",
+)
 
 
 def state_sql(alias: str) -> str:
@@ -89,9 +97,13 @@ def admit(spec: ToolSpec, known: tuple[object, ...] | None = None) -> Admission:
             return Admission(allowed=False, available_at=row["open_until"])
         # An operator's hold has run out: closed again, as if reset.
         CircuitBreaker.objects.filter(tool=spec.name, forced=True, open_until__lte=Now()).update(
-            state=State.CLOSED, forced=False, consecutive_failures=0, open_until=None,
-            probe_until=None, reason="",
-        )  # fmt: skip
+            state=State.CLOSED,
+            forced=False,
+            consecutive_failures=0,
+            open_until=None,
+            probe_until=None,
+            reason="",
+        )
         return Admission(allowed=True)
     if row["state"] == State.OPEN and row["due"]:
         won = CircuitBreaker.objects.filter(
@@ -116,9 +128,12 @@ def report(spec: ToolSpec, admission: Admission, health: str) -> None:
     if health == Health.SUCCESS:
         if admission.dirty:
             CircuitBreaker.objects.filter(tool=spec.name, forced=False).update(
-                state=State.CLOSED, consecutive_failures=0, open_until=None, probe_until=None,
+                state=State.CLOSED,
+                consecutive_failures=0,
+                open_until=None,
+                probe_until=None,
                 reason="",
-            )  # fmt: skip
+            )
         return
     if health != Health.FAILURE:
         return
@@ -185,17 +200,25 @@ def force_open(*, tool: str, seconds: float, reason: str) -> None:
     CircuitBreaker.objects.update_or_create(
         tool=tool,
         defaults={
-            "state": State.OPEN, "forced": True, "opened_at": timezone.now(),
-            "open_until": until, "probe_until": None, "reason": reason[:200],
+            "state": State.OPEN,
+            "forced": True,
+            "opened_at": timezone.now(),
+            "open_until": until,
+            "probe_until": None,
+            "reason": reason[:200],
         },
-    )  # fmt: skip
+    )
 
 
 def reset(*, tool: str) -> None:
     CircuitBreaker.objects.filter(tool=tool).update(
-        state=State.CLOSED, consecutive_failures=0, forced=False, open_until=None,
-        probe_until=None, reason="",
-    )  # fmt: skip
+        state=State.CLOSED,
+        consecutive_failures=0,
+        forced=False,
+        open_until=None,
+        probe_until=None,
+        reason="",
+    )
 
 
 def availability() -> dict[str, datetime | None]:

@@ -13,8 +13,13 @@ from .prepare import Prepared
 Status = ToolCall.Status
 # Statuses of an earlier call that make a repeat suspicious: it took, or may have taken,
 # effect (a failed, rejected or skipped call did not).
-DUPLICATE_STATUSES = (Status.SUCCEEDED, Status.DEGRADED, Status.UNKNOWN,
-                      Status.PENDING_APPROVAL, Status.IN_PROGRESS)  # fmt: skip
+DUPLICATE_STATUSES = (
+    Status.SUCCEEDED,
+    Status.DEGRADED,
+    Status.UNKNOWN,
+    Status.PENDING_APPROVAL,
+    Status.IN_PROGRESS,
+)
 
 
 def duplicate_probe(prepared: Prepared) -> tuple[str, str, int] | None:

@@ -55,10 +55,17 @@ class Execution:
     their waits grow on every retry (one worker, no herd to spread)."""
 
     def __init__(
-        self, *, run: Run, call: ToolCall, spec: ToolSpec, tokens: Tokens, fence: int | None,
-        undo: bool = False, trace_id: str | None = None,
+        self,
+        *,
+        run: Run,
+        call: ToolCall,
+        spec: ToolSpec,
+        tokens: Tokens,
+        fence: int | None,
+        undo: bool = False,
+        trace_id: str | None = None,
         breaker_state: tuple[object, ...] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.run = run
         self.call = call
         self.spec = spec
@@ -145,8 +152,14 @@ class Execution:
             message = f"{what}; {last_message}".strip("; ")
             if self._maybe_done(message):
                 return None
-            end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED, message,
-                 feedback.budget_exhausted(what))  # fmt: skip
+            end(
+                call,
+                Status.FAILED,
+                "retry",
+                Reason.BUDGET_EXHAUSTED,
+                message,
+                feedback.budget_exhausted(what),
+            )
             return None
         return admission
 
@@ -161,8 +174,14 @@ class Execution:
             if outcome.failure is Failure.TOO_LARGE:
                 self._too_large(outcome.message)
             elif verdict.reason == Reason.RESULT_INVALID:
-                end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, outcome.message,
-                     feedback.result_invalid(spec.name, outcome.message))  # fmt: skip
+                end(
+                    call,
+                    Status.DEGRADED,
+                    "fatal",
+                    Reason.RESULT_INVALID,
+                    outcome.message,
+                    feedback.result_invalid(spec.name, outcome.message),
+                )
             else:
                 text = feedback.fatal(spec.name, outcome.message)
                 if outcome.detail:  # the tool's own bug: its detail is for operators only
@@ -189,9 +208,12 @@ class Execution:
             self._exhausted(outcome.message, reason=verdict.reason)
             return None
         waited = backoff.delay(
-            retry_number=call.attempts, base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s,
-            retry_after=outcome.retry_after, jitter="full" if self.budgeted else "growing",
-        )  # fmt: skip
+            retry_number=call.attempts,
+            base_s=spec.backoff_base_s,
+            cap_s=spec.backoff_cap_s,
+            retry_after=outcome.retry_after,
+            jitter="full" if self.budgeted else "growing",
+        )
         # A long wait (an undo's backoff reaches 30 s) must not let the lease lapse and
         # invite a takeover while we sleep.
         lease = claims.lease_s(spec)
@@ -206,8 +228,14 @@ class Execution:
             what = f"max_seconds {self.run.max_seconds:g} reached"
             if self._maybe_done(f"{what}; {outcome.message}", verdict.reason):
                 return None
-            end(call, Status.FAILED, "retry", Reason.BUDGET_EXHAUSTED,
-                 f"{what}; {outcome.message}", feedback.budget_exhausted(what))  # fmt: skip
+            end(
+                call,
+                Status.FAILED,
+                "retry",
+                Reason.BUDGET_EXHAUSTED,
+                f"{what}; {outcome.message}",
+                feedback.budget_exhausted(what),
+            )
             return None
         return waited
 
@@ -239,8 +267,14 @@ class Execution:
             message = f"{exc.reason}; nothing was sent"
             if self.resumed:
                 message += " (its previous holder may have sent it before it stopped)"
-            end(self.call, Status.FAILED, "fatal", Reason.INVALID_ARGS, message,
-                 feedback.args_unavailable(self.spec.name))  # fmt: skip
+            end(
+                self.call,
+                Status.FAILED,
+                "fatal",
+                Reason.INVALID_ARGS,
+                message,
+                feedback.args_unavailable(self.spec.name),
+            )
             return False
         return True
 
@@ -251,19 +285,28 @@ class Execution:
         started = timezone.now()
         t0 = time.perf_counter()
         outcome = send(
-            self.spec, call, self.run, traces.args_open(call) or {}, attempt=call.attempts,
+            self.spec,
+            call,
+            self.run,
+            traces.args_open(call) or {},
+            attempt=call.attempts,
             span_id=span_id,
             trace_id=self.trace_id,
-        )  # fmt: skip
+        )
         crash_point("after-answer")  # fault tests: answered, and nothing of it recorded
         row = Attempt(
-            call=call, tool=self.spec.name, number=call.attempts, span_id=span_id,
+            call=call,
+            tool=self.spec.name,
+            number=call.attempts,
+            span_id=span_id,
             started_at=started,
-            duration_ms=(time.perf_counter() - t0) * 1000, waited_ms=waited * 1000,
-            http_status=outcome.status, outcome="ok",
+            duration_ms=(time.perf_counter() - t0) * 1000,
+            waited_ms=waited * 1000,
+            http_status=outcome.status,
+            outcome="ok",
             error=traces.redact_text(outcome.detail or outcome.message, call=call)[:2000],
             downstream_request_id=outcome.request_id,
-        )  # fmt: skip
+        )
         self.rows.append(row)
         return outcome, row
 
@@ -310,8 +353,14 @@ class Execution:
                 first = errors[0]
                 where = ".".join(str(p) for p in first.absolute_path)
                 message = f"result {where + ': ' if where else ''}{first.message}"
-                end(call, Status.DEGRADED, "fatal", Reason.RESULT_INVALID, message,
-                     feedback.result_invalid(spec.name, message))  # fmt: skip
+                end(
+                    call,
+                    Status.DEGRADED,
+                    "fatal",
+                    Reason.RESULT_INVALID,
+                    message,
+                    feedback.result_invalid(spec.name, message),
+                )
                 return
         end(call, Status.SUCCEEDED, "", "", "", text or feedback.succeeded(spec.name))
 
@@ -322,20 +371,38 @@ class Execution:
         and its undo is registered as for any write that was done."""
         call, name = self.call, self.spec.name
         if self.spec.is_read:
-            end(call, Status.FAILED, "fatal", Reason.DOWNSTREAM_ERROR, message,
-                feedback.too_large(name, message, done=False))  # fmt: skip
+            end(
+                call,
+                Status.FAILED,
+                "fatal",
+                Reason.DOWNSTREAM_ERROR,
+                message,
+                feedback.too_large(name, message, done=False),
+            )
         else:
             message = f"{message}; the write took effect"
-            end(call, Status.DEGRADED, "fatal", Reason.DOWNSTREAM_ERROR, message,
-                feedback.too_large(name, message, done=True))  # fmt: skip
+            end(
+                call,
+                Status.DEGRADED,
+                "fatal",
+                Reason.DOWNSTREAM_ERROR,
+                message,
+                feedback.too_large(name, message, done=True),
+            )
 
     def _circuit_open(self, until: datetime | None) -> None:
         when = until.isoformat(timespec="seconds").replace("+00:00", "Z") if until else None
         message = f"circuit open{f' until {when}' if when else ''}"
         if self._maybe_done(message):
             return
-        end(self.call, Status.FAILED, "retry", Reason.CIRCUIT_OPEN, message,
-             feedback.circuit_open(self.spec.name, when))  # fmt: skip
+        end(
+            self.call,
+            Status.FAILED,
+            "retry",
+            Reason.CIRCUIT_OPEN,
+            message,
+            feedback.circuit_open(self.spec.name, when),
+        )
 
     def _exhausted(self, message: str, reason: str = Reason.DOWNSTREAM_ERROR) -> None:
         call, spec = self.call, self.spec
@@ -351,8 +418,14 @@ class Execution:
                 feedback.partial(spec.name, message),
             )
         else:
-            end(call, Status.FAILED, "retry", reason, message,
-                 feedback.exhausted(spec.name, call.attempts, message))  # fmt: skip
+            end(
+                call,
+                Status.FAILED,
+                "retry",
+                reason,
+                message,
+                feedback.exhausted(spec.name, call.attempts, message),
+            )
 
     def _maybe_done(self, message: str, reason: str = Reason.TIMEOUT) -> bool:
         """A write with an undo, or irreversible, whose retries stop (attempts, budget,
@@ -371,8 +444,14 @@ class Execution:
 
     def settle_unknown(self, message: str, reason: str = Reason.TIMEOUT) -> None:
         query = self.spec.query.tool if self.spec.query else None
-        end(self.call, Status.UNKNOWN, "unknown", reason, message,
-             feedback.unknown(self.spec.name, message, query=query))  # fmt: skip
+        end(
+            self.call,
+            Status.UNKNOWN,
+            "unknown",
+            reason,
+            message,
+            feedback.unknown(self.spec.name, message, query=query),
+        )
         self.call.finished_at = None  # not finished: it is being reconciled
         if self.spec.query is not None:
             self.call.next_reconcile_at = timezone.now() + timedelta(seconds=RECONCILE_FIRST_S)

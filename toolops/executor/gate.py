@@ -218,10 +218,13 @@ def release(*, call: ToolCall, expired: bool, by_person: bool, note: str) -> boo
     else:
         text = feedback.run_ended(call.tool, note)
     fields = {
-        "status": ToolCall.Status.REJECTED, "error_class": "fatal",
+        "status": ToolCall.Status.REJECTED,
+        "error_class": "fatal",
         "error_reason": ToolCall.Reason.EXPIRED if expired else ToolCall.Reason.REJECTED,
-        "error_message": message[:2000], "feedback": text, "finished_at": timezone.now(),
-    }  # fmt: skip
+        "error_message": message[:2000],
+        "feedback": text,
+        "finished_at": timezone.now(),
+    }
     ended = ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.WAITING).update(**fields)
     if ended and call.policy_holds:
         # Not done: its reserved spend is free again.

@@ -178,15 +178,33 @@ def _refused(call: ToolCall, prepared: Prepared, failed_dependencies: list[str])
     spec = prepared.spec
     if spec is None:
         close = difflib.get_close_matches(call.tool, registry.names(), n=3, cutoff=0.5)
-        end(call, Status.FAILED, "fatal", Reason.UNKNOWN_TOOL, f"unknown tool {call.tool!r}",
-             feedback.unknown_tool(call.tool, close))  # fmt: skip
+        end(
+            call,
+            Status.FAILED,
+            "fatal",
+            Reason.UNKNOWN_TOOL,
+            f"unknown tool {call.tool!r}",
+            feedback.unknown_tool(call.tool, close),
+        )
     elif prepared.problem is not None:
-        end(call, Status.FAILED, "fatal", Reason.INVALID_ARGS, prepared.problem,
-             feedback.invalid_args(spec.name, prepared.problem))  # fmt: skip
+        end(
+            call,
+            Status.FAILED,
+            "fatal",
+            Reason.INVALID_ARGS,
+            prepared.problem,
+            feedback.invalid_args(spec.name, prepared.problem),
+        )
     elif failed_dependencies:
         message = f"depends on {', '.join(failed_dependencies)}"
-        end(call, Status.SKIPPED, "fatal", Reason.DEPENDENCY_FAILED, message,
-             feedback.dependency_failed(failed_dependencies))  # fmt: skip
+        end(
+            call,
+            Status.SKIPPED,
+            "fatal",
+            Reason.DEPENDENCY_FAILED,
+            message,
+            feedback.dependency_failed(failed_dependencies),
+        )
     else:
         return False
     return True
@@ -213,9 +231,13 @@ def _read(
         admit.end_over_limit(call, verdict, over, context.run.agent_id)
         return record_unexecuted(call, tokens)
     execution = Execution(
-        run=context.run, call=call, spec=spec, tokens=tokens, fence=None,
+        run=context.run,
+        call=call,
+        spec=spec,
+        tokens=tokens,
+        fence=None,
         breaker_state=context.breaker_state,
-    )  # fmt: skip
+    )
     execution.run_attempts()
     return _recorded(execution, insert=True, request=request)
 
@@ -234,9 +256,12 @@ def _claim_and_run(
     run = context.run
     try:
         claimed = store.claim_and_charge(
-            call, lease_s=claims.lease_s(spec), ttl_s=claims.ttl_s(),
-            charge=budget.upfront(run, tokens=request.tokens), holds=admit.holds(verdict),
-        )  # fmt: skip
+            call,
+            lease_s=claims.lease_s(spec),
+            ttl_s=claims.ttl_s(),
+            charge=budget.upfront(run, tokens=request.tokens),
+            holds=admit.holds(verdict),
+        )
     except IntegrityError as exc:
         if not store.is_tool_call_id_clash(exc):
             raise
@@ -252,9 +277,13 @@ def _claim_and_run(
     crash_point("after-claim")  # fault tests: a holder dead with its claim, nothing sent
     traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
     execution = Execution(
-        run=run, call=call, spec=spec, tokens=tokens, fence=1,
+        run=run,
+        call=call,
+        spec=spec,
+        tokens=tokens,
+        fence=1,
         breaker_state=context.breaker_state,
-    )  # fmt: skip
+    )
     if charged is not None:
         tokens.pending = 0
         execution.prereserved = True
@@ -283,5 +312,6 @@ def _recorded(execution: Execution, *, insert: bool, request: CallRequest) -> Ca
 
 def _end_over_tokens(call: ToolCall) -> None:
     what = f"max_tokens {call.run.max_tokens} exceeded"
-    end(call, Status.FAILED, "fatal", Reason.BUDGET_EXHAUSTED, what,
-         feedback.budget_exhausted(what))  # fmt: skip
+    end(
+        call, Status.FAILED, "fatal", Reason.BUDGET_EXHAUSTED, what, feedback.budget_exhausted(what)
+    )

@@ -99,9 +99,11 @@ def prepare(request: CallRequest, *, agent_id: int, run_id: str) -> Prepared:
     key = None
     if spec is not None and problem is None:
         key = idempotency_key(
-            run_id=f"{agent_id}/{run_id}", step_index=request.step_index, tool=spec.name,
+            run_id=f"{agent_id}/{run_id}",
+            step_index=request.step_index,
+            tool=spec.name,
             canonical_args=canonical,
-        )  # fmt: skip
+        )
     return Prepared(spec, args, digest(canonical), canonical, problem, key)
 
 
@@ -124,8 +126,9 @@ def validator(schema: dict[str, Any], *, formats: bool = True) -> Draft202012Val
 
 
 def schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
-    errors = sorted(validator(spec.params_schema).iter_errors(args),
-                    key=lambda e: list(e.absolute_path))  # fmt: skip
+    errors = sorted(
+        validator(spec.params_schema).iter_errors(args), key=lambda e: list(e.absolute_path)
+    )
     if not errors:
         return None
     first = errors[0]

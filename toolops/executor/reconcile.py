@@ -71,7 +71,7 @@ def query_outcome(
                 error=traces.redact_text(outcome.message, call=call)[:2000],
                 downstream_request_id=outcome.request_id,
                 purpose="reconcile",
-            )  # fmt: skip
+            )
         )
         rows[-1].health = breaker.health_of(outcome)
         breaker.report(qspec, admission, rows[-1].health)

@@ -25,9 +25,17 @@ from .prepare import CallAnswer
 # Endings that give a call's reserved spend back; `unknown` keeps it until settled.
 NOT_DONE = (ToolCall.Status.FAILED, ToolCall.Status.SKIPPED, ToolCall.Status.REJECTED)
 RESULT_FIELDS = [
-    "status", "result", "error_class", "error_reason", "error_message", "feedback",
-    "attempts", "finished_at", "next_reconcile_at", "result_sealed",
-]  # fmt: skip
+    "status",
+    "result",
+    "error_class",
+    "error_reason",
+    "error_message",
+    "feedback",
+    "attempts",
+    "finished_at",
+    "next_reconcile_at",
+    "result_sealed",
+]
 
 
 def record(execution: Execution, *, insert: bool) -> bool:

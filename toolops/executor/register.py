@@ -56,13 +56,19 @@ def compensation_build(*, call: ToolCall, spec: ToolSpec) -> Compensation | None
         if missing:
             problem = f"{cannot}: {', '.join(missing)} not found in the call"
     key = idempotency_key(
-        run_id=f"undo/{call.call_id}", step_index=call.step_index, tool=spec.compensation.tool,
+        run_id=f"undo/{call.call_id}",
+        step_index=call.step_index,
+        tool=spec.compensation.tool,
         canonical_args=canonical_json(args),
-    )  # fmt: skip
+    )
     compensation = Compensation(
-        run_id=call.run_id, call=call, tool=spec.compensation.tool, args=args, problem=problem,
+        run_id=call.run_id,
+        call=call,
+        tool=spec.compensation.tool,
+        args=args,
+        problem=problem,
         key=key,
-    )  # fmt: skip
+    )
     # Mapped from the call's full args and result, so stored redacted like them (by the
     # undo tool's rules and the call's sensitive values), the full args sealed.
     traces.args_seal(compensation, spec=registry.get(compensation.tool), source=call)

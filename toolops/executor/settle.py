@@ -58,11 +58,16 @@ def call_reconcile(*, call_pk: int) -> str:
         if outcome is QueryResult.FOUND:
             traces.result_seal(call, found, spec=spec)  # stored redacted, sealed whole
             settled = pending.update(
-                status=Status.SUCCEEDED, result=call.result, result_sealed=call.result_sealed,
-                error_class="", error_reason="",
-                error_message="", feedback=feedback.reconciled(spec.name, query),
-                finished_at=timezone.now(), next_reconcile_at=None,
-            )  # fmt: skip
+                status=Status.SUCCEEDED,
+                result=call.result,
+                result_sealed=call.result_sealed,
+                error_class="",
+                error_reason="",
+                error_message="",
+                feedback=feedback.reconciled(spec.name, query),
+                finished_at=timezone.now(),
+                next_reconcile_at=None,
+            )
             if settled:
                 # Never a success without its undo: registered in the same transaction.
                 call.status = Status.SUCCEEDED
@@ -73,11 +78,13 @@ def call_reconcile(*, call_pk: int) -> str:
             # The write provably did not happen. The agent was told not to retry, so the
             # worker does not send it behind its back: it says so, and the agent decides.
             if pending.update(
-                status=Status.FAILED, error_class="fatal",
+                status=Status.FAILED,
+                error_class="fatal",
                 error_message=f"{query} found no trace of it: it did not take effect",
                 feedback=feedback.not_applied(spec.name, query),
-                finished_at=timezone.now(), next_reconcile_at=None,
-            ):  # fmt: skip
+                finished_at=timezone.now(),
+                next_reconcile_at=None,
+            ):
                 _free(call)
                 traces.call_settled_export(call_pk=call.pk)
             return "failed"
@@ -118,24 +125,30 @@ def call_settle(*, call: ToolCall, by: Any, succeeded: bool, note: str, result: 
     if succeeded:
         traces.result_seal(call, result, spec=spec)  # stored redacted, sealed whole
     fields: dict[str, Any] = {
-        "settled_by": by, "settle_note": traces.redact_text(note.strip(), call=call),
+        "settled_by": by,
+        "settle_note": traces.redact_text(note.strip(), call=call),
         "finished_at": timezone.now(),
         "next_reconcile_at": None,
-    }  # fmt: skip
+    }
     if succeeded:
         fields.update(
-            status=Status.SUCCEEDED, result=call.result, result_sealed=call.result_sealed,
-            error_class="", error_reason="", error_message="",
+            status=Status.SUCCEEDED,
+            result=call.result,
+            result_sealed=call.result_sealed,
+            error_class="",
+            error_reason="",
+            error_message="",
             feedback=feedback.settled(call.tool, succeeded=True),
-        )  # fmt: skip
+        )
     else:
         fields.update(
-            status=Status.FAILED, error_class="fatal",
+            status=Status.FAILED,
+            error_class="fatal",
             error_message=traces.redact_text(
                 f"settled as failed by a person: {note.strip()[:200]}", call=call
             ),
             feedback=feedback.settled(call.tool, succeeded=False),
-        )  # fmt: skip
+        )
     with transaction.atomic():
         settled = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(**fields) == 1
         traces.run_changed(run_pk=call.run_id)

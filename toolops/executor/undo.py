@@ -35,11 +35,13 @@ UNDO_BACKOFF_CAP_S = 30.0
 
 def undo_spec(spec: ToolSpec) -> ToolSpec:
     attempts = spec.max_attempts if spec.max_attempts_declared else UNDO_MAX_ATTEMPTS
-    return spec.with_policy({
-        "max_attempts": attempts,
-        "backoff_base_s": UNDO_BACKOFF_BASE_S,
-        "backoff_cap_s": UNDO_BACKOFF_CAP_S,
-    })  # fmt: skip
+    return spec.with_policy(
+        {
+            "max_attempts": attempts,
+            "backoff_base_s": UNDO_BACKOFF_BASE_S,
+            "backoff_cap_s": UNDO_BACKOFF_CAP_S,
+        }
+    )
 
 
 def undo_execute(
@@ -89,8 +91,14 @@ def undo_execute(
 
 def _record_unsent(call: ToolCall, problem: str) -> ToolCall:
     """Nothing can be sent; the call is recorded so that the ticket shows why."""
-    end(call, ToolCall.Status.FAILED, "fatal", ToolCall.Reason.INVALID_ARGS, problem,
-        feedback.invalid_args(call.tool, problem))  # fmt: skip
+    end(
+        call,
+        ToolCall.Status.FAILED,
+        "fatal",
+        ToolCall.Reason.INVALID_ARGS,
+        problem,
+        feedback.invalid_args(call.tool, problem),
+    )
     # A worker that died after this insert, before the compensation was settled, is
     # resumed with the same round: its row is the answer.
     earlier = ToolCall.objects.filter(run=call.run, tool_call_id=call.tool_call_id).first()
@@ -132,9 +140,14 @@ def _recorded(execution: Execution) -> ToolCall | None:
 
 def _execution(run: Run, call: ToolCall, spec: ToolSpec, *, fence: int, trace_id: str) -> Execution:
     return Execution(
-        run=run, call=call, spec=spec, tokens=Tokens(run, 0), fence=fence, undo=True,
+        run=run,
+        call=call,
+        spec=spec,
+        tokens=Tokens(run, 0),
+        fence=fence,
+        undo=True,
         trace_id=trace_id,
-    )  # fmt: skip
+    )
 
 
 def _problem(spec: ToolSpec | None, tool: str, args: dict[str, Any] | None) -> str:

@@ -111,10 +111,13 @@ class McpApp:
 
 async def _respond(send: Any, status: int, body: dict[str, Any], headers: list[Any]) -> None:
     raw = json.dumps(body).encode()
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-length", str(len(raw)).encode()), *headers],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-length", str(len(raw)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": raw})
 
 
@@ -128,12 +131,18 @@ async def _at_cap(send: Any) -> None:
     """A request that would open a session, from an agent at its own cap: refused, so
     that one agent cannot take every session the server keeps."""
     cap = settings.TOOLOPS_MCP_AGENT_MAX_SESSIONS
-    await _problem(send, 429, "Too Many Requests", (
-        f"This agent already has {cap} MCP sessions open, the most allowed "
-        f"(TOOLOPS_MCP_AGENT_MAX_SESSIONS). End one (DELETE /mcp/ with its "
-        f"Mcp-Session-Id) or reuse it; an idle session ends after "
-        f"{settings.TOOLOPS_MCP_IDLE_S:g} s."
-    ), [(b"retry-after", b"5")])  # fmt: skip
+    await _problem(
+        send,
+        429,
+        "Too Many Requests",
+        (
+            f"This agent already has {cap} MCP sessions open, the most allowed "
+            f"(TOOLOPS_MCP_AGENT_MAX_SESSIONS). End one (DELETE /mcp/ with its "
+            f"Mcp-Session-Id) or reuse it; an idle session ends after "
+            f"{settings.TOOLOPS_MCP_IDLE_S:g} s."
+        ),
+        [(b"retry-after", b"5")],
+    )
 
 
 async def _unauthorized(send: Any, detail: str) -> None:

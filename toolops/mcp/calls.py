@@ -78,9 +78,15 @@ def session_run_id(session_id: str) -> str:
 
 
 def call(
-    *, agent: Agent, session_id: str | None, tool: str, arguments: dict[str, Any] | None,
-    meta: dict[str, Any], traceparent: str, wait: float | None = None,
-) -> Outcome:  # fmt: skip
+    *,
+    agent: Agent,
+    session_id: str | None,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    meta: dict[str, Any],
+    traceparent: str,
+    wait: float | None = None,
+) -> Outcome:
     """One tools/call: in the run `_meta` names, else the session's own run, at the step
     `_meta` names, else 0 — so the same write with the same args, sent again by a client
     that retries without ids, is the same call (answered from the record, never sent
@@ -89,18 +95,25 @@ def call(
     _check_params(tool, arguments, meta)
     run_id, step_index = _placement(meta, session_id)
     request = executor.CallRequest(
-        step_index=step_index, tool=tool, args=arguments or {}, traceparent=traceparent,
+        step_index=step_index,
+        tool=tool,
+        args=arguments or {},
+        traceparent=traceparent,
         wait=float(settings.TOOLOPS_MCP_WAIT_S if wait is None else wait),
-    )  # fmt: skip
+    )
     try:
         try:
             answer = services.call_create(agent=agent, run_id=run_id, request=request)
         except Http404:
             # The run's first call makes it, in the agent's trace when it sent one.
             services.run_create(
-                agent=agent, run_id=run_id, trace_id=_trace_id(traceparent), session_key=None,
-                budget=None, metadata={"source": "mcp"},
-            )  # fmt: skip
+                agent=agent,
+                run_id=run_id,
+                trace_id=_trace_id(traceparent),
+                session_key=None,
+                budget=None,
+                metadata={"source": "mcp"},
+            )
             answer = services.call_create(agent=agent, run_id=run_id, request=request)
     except APIException as exc:
         return Outcome(f"ToolOps refused the call: {_detail(exc)}", None, True)
@@ -127,8 +140,9 @@ def outcome_of(out: dict[str, Any]) -> Outcome:
     if status in WAITING:
         waiting = (
             "waits for a reviewer to approve it in the ToolOps console"
-            if status == "pending_approval" else "is still in progress"
-        )  # fmt: skip
+            if status == "pending_approval"
+            else "is still in progress"
+        )
         text = (
             f"{out['tool']} {waiting}; nothing more was done. Call it again with the same "
             "arguments (and the same _meta) to get its outcome: it is the same call, and "
@@ -185,8 +199,9 @@ def _trace_id(traceparent: str) -> str | None:
 def _detail(exc: APIException) -> str:
     detail = exc.detail
     if isinstance(detail, dict):
-        return "; ".join(f"{k}: {' '.join(map(str, v)) if isinstance(v, list) else v}"
-                         for k, v in detail.items())  # fmt: skip
+        return "; ".join(
+            f"{k}: {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in detail.items()
+        )
     if isinstance(detail, list):
         return " ".join(map(str, detail))
     return str(detail)

@@ -70,9 +70,14 @@ async def call_tool(
     session_id = _session_id(ctx)
     try:
         outcome = await _sync(calls.call)(
-            agent=agent, session_id=session_id, tool=params.name,
-            arguments=params.arguments, meta=meta, traceparent=_traceparent(ctx, meta), wait=0,
-        )  # fmt: skip
+            agent=agent,
+            session_id=session_id,
+            tool=params.name,
+            arguments=params.arguments,
+            meta=meta,
+            traceparent=_traceparent(ctx, meta),
+            wait=0,
+        )
     except calls.BadMeta as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
     if outcome.waiting is not None:

@@ -131,9 +131,10 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 # Initialized on the process that opened the session: born ready, in
                 # the version the client names (or the one its handshake negotiated).
                 connection = Connection(
-                    dispatcher, session_id=session_id,
+                    dispatcher,
+                    session_id=session_id,
                     protocol_version=version or DEFAULT_NEGOTIATED_VERSION,
-                )  # fmt: skip
+                )
                 connection.initialized.set()
                 return connection
 
@@ -162,10 +163,11 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         try:
             assert self._task_group is not None
             connection = await self._task_group.start(
-                self._serve, transport,
+                self._serve,
+                transport,
                 lambda dispatcher: Connection.for_loop(dispatcher, session_id=session_id),
                 agent.pk,
-            )  # fmt: skip
+            )
             status = await _send_and_report_status(transport.handle_request, scope, receive, send)
             established = status is not None and status < 400
             if established and recorded:
@@ -194,10 +196,13 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         return transport
 
     async def _serve(
-        self, transport: StreamableHTTPServerTransport,
-        connect: Callable[[Any], Connection], agent_id: int,
-        *, task_status: TaskStatus[Connection],
-    ) -> None:  # fmt: skip
+        self,
+        transport: StreamableHTTPServerTransport,
+        connect: Callable[[Any], Connection],
+        agent_id: int,
+        *,
+        task_status: TaskStatus[Connection],
+    ) -> None:
         """The session's server task on this process (the SDK's serve_loop, with the
         connection made by `connect`). When this process's handle has been idle, the
         session is ended if the table agrees it is idle everywhere."""
@@ -214,9 +219,11 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             try:
                 with idle_scope:
                     await serve_connection(
-                        self.app, dispatcher, connection=connection,
+                        self.app,
+                        dispatcher,
+                        connection=connection,
                         lifespan_state=self._lifespan_state,
-                    )  # fmt: skip
+                    )
                 idle = idle_scope.cancelled_caught
             except Exception:
                 log.exception("MCP session %s crashed", session_id)

@@ -55,7 +55,7 @@ FROM_ADMIN_LOG = {
     "toolpolicy": ("policy.edit", "ToolPolicy", "tool", "/console/tools/{id}/policy/"),
 }
 TYPES = {"Approval": "approval", "Run": "run", "ToolCall": "call",
-         "CircuitBreaker": "breaker", "ToolPolicy": "policy"}  # fmt: skip
+         "CircuitBreaker": "breaker", "ToolPolicy": "policy"}
 
 
 def _name(user: Any) -> str:
@@ -88,7 +88,7 @@ def copy_trails(apps: Any, schema_editor: Any) -> None:
             object_url=url.format(id=ident, pk=old.object_id) if found is not None else "",
             summary=old.change_message, detail={"copied_from": "django_admin_log"},
             at=old.action_time,
-        ))  # fmt: skip
+        ))
     reads = apps.get_model("traces", "FullArgsRead")
     for old in reads.objects.select_related("user").order_by("at", "pk"):
         rows.append(entry(
@@ -99,7 +99,7 @@ def copy_trails(apps: Any, schema_editor: Any) -> None:
             summary=f"Read the full args ({old.purpose})",
             detail={"purpose": old.purpose, "copied_from": "traces_fullargsread"},
             at=old.at,
-        ))  # fmt: skip
+        ))
     rows.sort(key=lambda row: row.at)
     entry.objects.bulk_create(rows, batch_size=1000)
 

@@ -83,8 +83,9 @@ def _fan_out(event: NotificationEvent) -> list[tuple[str, str]]:
     event.subject, event.text = header_value(message.subject, 300), one_line(message.text)
     event.link = message.link[:500]
     event.fields = [[one_line(label), one_line(value)] for label, value in message.fields]
-    targets = [(Channel.EMAIL, address, user) for user, address in
-               recipients.email_recipients(event.kind)]  # fmt: skip
+    targets = [
+        (Channel.EMAIL, address, user) for user, address in recipients.email_recipients(event.kind)
+    ]
     targets += [(Channel.WEBHOOK, hook, None) for hook in recipients.webhooks_for(event.kind)]
     if not targets:
         event.note = "Nobody receives this kind (no one opted in, and no webhook)."
@@ -245,9 +246,11 @@ def _claim(channel: str, target: str, message_id: str) -> Sequence[NotificationD
         return []
     # Conditional: a row another worker claimed meanwhile is no longer pending.
     Delivery.objects.filter(pk__in=due, status=Status.PENDING).update(
-        status=Status.SENDING, batch=message_id, attempts=F("attempts") + 1,
+        status=Status.SENDING,
+        batch=message_id,
+        attempts=F("attempts") + 1,
         lease_until=Now() + timedelta(seconds=settings.TOOLOPS_NOTIFY_LEASE_S),
-    )  # fmt: skip
+    )
     return list(
         Delivery.objects.filter(batch=message_id, status=Status.SENDING)
         .select_related("event")
@@ -272,15 +275,28 @@ def _failed(claimed: Sequence[NotificationDelivery], error: str) -> None:
     )
     again = [d.attempts for d in claimed if d.attempts < limit]
     if gave_up:
-        log.info("notify: gave up on %s:%s after %d attempts: %s",
-                 first.channel, first.target, limit, error)  # fmt: skip
+        log.info(
+            "notify: gave up on %s:%s after %d attempts: %s",
+            first.channel,
+            first.target,
+            limit,
+            error,
+        )
     if not again:
         return
     delay = retry_delay_s(max(again))
     mine.update(
-        status=Status.PENDING, last_error=error, lease_until=None,
+        status=Status.PENDING,
+        last_error=error,
+        lease_until=None,
         next_attempt_at=now + timedelta(seconds=delay),
-    )  # fmt: skip
-    log.info("notify: attempt %d to %s:%s failed: %s Trying again in %g s.",
-             max(again), first.channel, first.target, error, delay)  # fmt: skip
+    )
+    log.info(
+        "notify: attempt %d to %s:%s failed: %s Trying again in %g s.",
+        max(again),
+        first.channel,
+        first.target,
+        error,
+        delay,
+    )
     wake(first.channel, first.target, after_s=delay)

@@ -101,9 +101,12 @@ class Probes:
 
 
 async def _answer(
-    send: Any, status: int, body: dict[str, Any], head: bool,
+    send: Any,
+    status: int,
+    body: dict[str, Any],
+    head: bool,
     extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     payload = json.dumps(body).encode()
     headers = [
         (b"content-type", b"application/json"),

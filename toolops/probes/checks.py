@@ -80,8 +80,11 @@ def _ping(url: str) -> str:
         client = _clients.get(url)
         if client is None:
             client = _clients[url] = Redis.from_url(
-                url, socket_connect_timeout=TIMEOUT_S, socket_timeout=TIMEOUT_S,
-                retry=Retry(NoBackoff(), 0), health_check_interval=0,
-            )  # fmt: skip
+                url,
+                socket_connect_timeout=TIMEOUT_S,
+                socket_timeout=TIMEOUT_S,
+                retry=Retry(NoBackoff(), 0),
+                health_check_interval=0,
+            )
     client.ping()
     return "ok"

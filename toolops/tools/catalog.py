@@ -21,13 +21,36 @@ MAPPING_RE = re.compile(r"^\$\.(args|result)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$
 FIELD_PATH_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 FIELDS = {
-    "name", "kind", "description", "url", "method", "timeout_s", "max_attempts",
-    "requires_approval", "approval_ttl_s", "idempotency_header", "client_reference", "query",
-    "business_key", "session_dedupe_window_s", "compensation", "breaker", "params_schema",
-    "result_schema", "internal", "allow_partial", "backoff_base_s", "backoff_cap_s",
-    "query_before_write", "approvals_required", "redact", "summary", "display", "searchable",
+    "name",
+    "kind",
+    "description",
+    "url",
+    "method",
+    "timeout_s",
+    "max_attempts",
+    "requires_approval",
+    "approval_ttl_s",
+    "idempotency_header",
+    "client_reference",
+    "query",
+    "business_key",
+    "session_dedupe_window_s",
+    "compensation",
+    "breaker",
+    "params_schema",
+    "result_schema",
+    "internal",
+    "allow_partial",
+    "backoff_base_s",
+    "backoff_cap_s",
+    "query_before_write",
+    "approvals_required",
+    "redact",
+    "summary",
+    "display",
+    "searchable",
     "contact",
-}  # fmt: skip
+}
 BREAKER_FIELDS = {f.name for f in BreakerConfig.__dataclass_fields__.values()}
 
 
@@ -238,9 +261,10 @@ def _paths(entry: dict[str, Any], name: str, field: str) -> tuple[str, ...]:
     for index, path in enumerate(value):
         if not isinstance(path, str) or not FIELD_PATH_RE.fullmatch(path):
             raise CatalogError(
-                name, f"{field}[{index}]",
+                name,
+                f"{field}[{index}]",
                 f"{path!r} is not a field path (names of letters, digits, _ or -, joined by dots)",
-            )  # fmt: skip
+            )
     return tuple(value)
 
 

@@ -21,10 +21,16 @@ _catalog: dict[str, ToolSpec] | None = None
 _policies: tuple[float, dict[str, dict[str, Any]]] = (0.0, {})
 
 POLICY_FIELDS = (
-    "timeout_s", "max_attempts", "backoff_base_s", "backoff_cap_s",
-    "requires_approval", "approval_ttl_s", "session_dedupe_window_s", "query_before_write",
+    "timeout_s",
+    "max_attempts",
+    "backoff_base_s",
+    "backoff_cap_s",
+    "requires_approval",
+    "approval_ttl_s",
+    "session_dedupe_window_s",
+    "query_before_write",
     "approvals_required",
-)  # fmt: skip
+)
 
 
 def python_tool(**declaration: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -25,8 +25,15 @@ from traces.console.timeline import call_page_url
 
 RUNS_PER_PAGE = 50
 # What the summary needs from each call, and no more (args and results can be large).
-SUMMARY_FIELDS = ("run_id", "tool", "tool_call_id", "status", "error_reason", "created_at",
-                  "finished_at")  # fmt: skip
+SUMMARY_FIELDS = (
+    "run_id",
+    "tool",
+    "tool_call_id",
+    "status",
+    "error_reason",
+    "created_at",
+    "finished_at",
+)
 
 
 # Up to this many runs matching the filter are listed by their ids; past it, by the
@@ -141,9 +148,12 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         messages.success(
             request,
             f"Run {run.run_id} is {run.status}: "
-            + ("the worker is undoing its calls, newest first." if run.status == "aborting"
-               else "it had nothing to undo."),
-        )  # fmt: skip
+            + (
+                "the worker is undoing its calls, newest first."
+                if run.status == "aborting"
+                else "it had nothing to undo."
+            ),
+        )
     return redirect("console:run-detail", pk=run.pk)
 
 

@@ -128,10 +128,16 @@ class ToolFigures:
         flagged tool is always active."""
         w = self.window(scale)
         return bool(
-            w.finished or w.requests or w.replays or w.approvals or w.tickets_opened
-            or self.unknown_now or self.dead_letters_open or self.approvals_pending
+            w.finished
+            or w.requests
+            or w.replays
+            or w.approvals
+            or w.tickets_opened
+            or self.unknown_now
+            or self.dead_letters_open
+            or self.approvals_pending
             or self.level != CLOSED
-        )  # fmt: skip
+        )
 
 
 def window_end(now: datetime | None = None) -> datetime:
@@ -341,9 +347,14 @@ def call_groups_python(
     durations: dict[tuple[str, str, int | None], list[float]] = defaultdict(list)
     names = frozenset(tools)
     rows = ToolCall.objects.filter(finished_at__gte=since, finished_at__lt=end).values_list(
-        "tool", "status", "attempts", "created_at", "finished_at",
-        "approval__execution_started_at", "approval__decided_at",
-    )  # fmt: skip
+        "tool",
+        "status",
+        "attempts",
+        "created_at",
+        "finished_at",
+        "approval__execution_started_at",
+        "approval__decided_at",
+    )
     for name, status, attempts, created_at, finished_at, *released in rows.iterator():
         start = next((t for t in released if t is not None), created_at)  # LATENCY_START
         tool = tool_label(name, names)

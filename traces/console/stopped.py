@@ -103,11 +103,12 @@ def budget_lines(run: Run, calls: Sequence[ToolCall]) -> list[BudgetLine]:
     limited = run.has_limits
     return [
         BudgetLine(
-            "attempts", run.attempts_used if limited else sum(c.attempts for c in calls),
+            "attempts",
+            run.attempts_used if limited else sum(c.attempts for c in calls),
             run.max_attempts,
         ),
         BudgetLine("seconds", round(run.seconds_used(), 1), run.max_seconds),
         BudgetLine(
             "tokens", run.tokens_used if limited else sum(c.tokens for c in calls), run.max_tokens
         ),
-    ]  # fmt: skip
+    ]

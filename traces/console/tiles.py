@@ -106,41 +106,57 @@ def _call_tiles(figures: ToolFigures, scale: str, w: Tally, where: str) -> list[
     before = figures.hit_rate_before
     return [
         Tile(
-            "success", "Success rate", _or_dash(w.success_rate, percent),
+            "success",
+            "Success rate",
+            _or_dash(w.success_rate, percent),
             f"{w.succeeded} succeeded of {n(w.finished, 'finished call')}, {where}",
             "Calls that succeeded / calls that got an outcome.",
             **_charts(figures, "Success rate", lambda t: t.success_rate, percent, top=1.0),
         ),
         Tile(
-            "latency", "Latency p50 / p95 / p99", latency,
+            "latency",
+            "Latency p50 / p95 / p99",
+            latency,
             f"of {n(w.finished, 'finished call')}, {where}; charts: p95",
             "From when a call could run to its outcome: a held call's from its release "
             "(its wait for a reviewer is the Approval wait tile's).",
             **_charts(figures, "p95 latency", _p95, duration),
         ),
         Tile(
-            "amplification", "Retry amplification", _or_dash(w.amplification, ratio),
+            "amplification",
+            "Retry amplification",
+            _or_dash(w.amplification, ratio),
             f"{n(w.requests, 'request')} / {n(w.sent, 'call')}, {where}",
             "Real requests / logical calls that sent at least one request.",
-            **_charts(figures, "Retry amplification", lambda t: t.amplification, ratio,
-                      threshold=thresholds.AMPLIFICATION_MAX),
+            **_charts(
+                figures,
+                "Retry amplification",
+                lambda t: t.amplification,
+                ratio,
+                threshold=thresholds.AMPLIFICATION_MAX,
+            ),
             flag=(
                 f"Above {thresholds.AMPLIFICATION_MAX:g}: an unstable downstream or broken backoff."
-                if figures.amplification_high(scale) else ""
+                if figures.amplification_high(scale)
+                else ""
             ),
         ),
         Tile(
-            "hit-rate", "Idempotency hit rate", _or_dash(w.hit_rate, percent),
+            "hit-rate",
+            "Idempotency hit rate",
+            _or_dash(w.hit_rate, percent),
             f"{n(w.replays, 'replay')} / {n(w.hit_requests, 'request')}, {where}",
             "Replays / (replays + logical calls).",
             **_charts(figures, "Idempotency hit rate", lambda t: t.hit_rate, percent, top=1.0),
             flag=(
                 f"Rising: {_or_dash(hour.hit_rate, percent)} in the last hour against "
                 f"{_or_dash(before, percent)} in the 23 hours before. Something upstream "
-                "is re-sending." if figures.hit_rate_rising else ""
+                "is re-sending."
+                if figures.hit_rate_rising
+                else ""
             ),
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _standing_tiles(figures: ToolFigures, w: Tally, where: str) -> list[Tile]:
@@ -151,30 +167,39 @@ def _standing_tiles(figures: ToolFigures, w: Tally, where: str) -> list[Tile]:
     now = figures.breaker.label.partition(" — ")[2] if figures.breaker else ""
     return [
         Tile(
-            "breaker", "Breaker", level,
+            "breaker",
+            "Breaker",
+            level,
             f"{now + '; ' if now else ''}{n(w.failed_requests, 'failed request')}, {where}",
             "The circuit breaker now; charts: requests that failed (what it trips on).",
             **_charts(figures, "Failed requests", lambda t: t.failed_requests, count),
             flag="Open: calls to this tool end at once as unavailable."
-            if figures.breaker_open else "",
+            if figures.breaker_open
+            else "",
         ),
         Tile(
-            "unknown", "Unknown outcomes", count(figures.unknown_now),
+            "unknown",
+            "Unknown outcomes",
+            count(figures.unknown_now),
             f"unknown now; {n(w.unknown_requests, 'unknown request')}, {where}",
             "Agents' calls whose outcome is unknown now, waiting to be reconciled or settled.",
             **_charts(figures, "Unknown requests", lambda t: t.unknown_requests, count),
         ),
         Tile(
-            "dead-letters", "Dead letters", count(figures.dead_letters_open),
+            "dead-letters",
+            "Dead letters",
+            count(figures.dead_letters_open),
             f"open now; {w.tickets_opened} opened, {where}",
             "Compensations by this (undo) tool that used up their attempts: open tickets.",
             **_charts(figures, "Tickets opened", lambda t: t.tickets_opened, count),
         ),
         Tile(
-            "approval-wait", "Approval wait", _or_dash(w.approval_wait_s, duration),
+            "approval-wait",
+            "Approval wait",
+            _or_dash(w.approval_wait_s, duration),
             f"mean of {w.approvals} ended, {where}; {figures.approvals_pending} pending now",
             "From an approval's opening to its ending (approved, rejected or expired): "
             "kept out of the latency.",
             **_charts(figures, "Mean approval wait", lambda t: t.approval_wait_s, duration),
         ),
-    ]  # fmt: skip
+    ]

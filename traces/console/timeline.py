@@ -34,9 +34,19 @@ from .words import ApprovalLine, approval_line, status_words, why_words
 
 # The whole run is read with these columns only: args and results can be large.
 LIGHT_FIELDS = (
-    "run", "call_id", "tool_call_id", "step_index", "tool", "status", "error_reason", "role",
-    "attempts", "tokens", "created_at", "finished_at",
-)  # fmt: skip
+    "run",
+    "call_id",
+    "tool_call_id",
+    "step_index",
+    "tool",
+    "status",
+    "error_reason",
+    "role",
+    "attempts",
+    "tokens",
+    "created_at",
+    "finished_at",
+)
 UNDO_PREFIX = "~undo:"  # an undo call's tool_call_id: "~undo:<undone call_id>:<round>"
 S = ToolCall.Status
 
@@ -95,8 +105,14 @@ class RecordFacts:
     @classmethod
     def of(cls, record: IdempotencyRecord) -> RecordFacts:
         recorded = stamp(record.recorded_at) if record.recorded_at else ""
-        return cls(record.key, record.state, record.fence, recorded,
-                   stamp(record.lease_until), stamp(record.expires_at))  # fmt: skip
+        return cls(
+            record.key,
+            record.state,
+            record.fence,
+            recorded,
+            stamp(record.lease_until),
+            stamp(record.expires_at),
+        )
 
 
 @dataclass
@@ -191,9 +207,12 @@ def _href(call_id: str, page: int, current: int) -> str:
 
 
 def timeline_build(
-    *, run: Run, page: int | None = None, tools: dict[str, ToolSpec] | None = None,
+    *,
+    run: Run,
+    page: int | None = None,
+    tools: dict[str, ToolSpec] | None = None,
     live_statuses: Iterable[str] = (Run.Status.RUNNING, Run.Status.ABORTING),
-) -> Timeline:  # fmt: skip
+) -> Timeline:
     """The waterfall of page `page` of `run` (None: the page where the run stopped).
     `tools` gives the args' schemas for redaction (sensitive fields shown redacted)."""
     now = timezone.now()
@@ -215,9 +234,16 @@ def timeline_build(
     call_pages = {c.pk: index // PAGE_SIZE + 1 for index, c in enumerate(light)}
     pages = {c.call_id: call_pages[c.pk] for c in light}
     lanes = _Lanes(
-        light, axis=axis, records=records, tools=tools or {}, last_ok=last_ok, stop=stop,
-        pages=pages, current=window.number, full=full.values(),
-    )  # fmt: skip
+        light,
+        axis=axis,
+        records=records,
+        tools=tools or {},
+        last_ok=last_ok,
+        stop=stop,
+        pages=pages,
+        current=window.number,
+        full=full.values(),
+    )
 
     rows = [lanes.lane(full[c.pk]) for c in shown if c.pk in full]
     in_window = {row.call.pk: row for row in rows}
@@ -226,14 +252,22 @@ def timeline_build(
         stop_lane = in_window.get(stop.pk) or lanes.lane(full[stop.pk])
     last_ok_call = next((c for c in agent if c.tool_call_id == last_ok), None)
     return Timeline(
-        run=run, rows=rows, window=window, axis=axis, summary=run_summary(agent),
+        run=run,
+        rows=rows,
+        window=window,
+        axis=axis,
+        summary=run_summary(agent),
         last_succeeded=lanes.ref(last_ok_call) if last_ok_call is not None else None,
-        stop=stop_lane, why=why_stopped(run, full.get(stop.pk) if stop else None),
-        budget=budget_lines(run, agent), live=live,
-        stop_page=pages[stop.call_id] if stop is not None else None, pages=pages,
-        call_pages=call_pages, idle=idle_text(run=run, calls=agent, now=now),
+        stop=stop_lane,
+        why=why_stopped(run, full.get(stop.pk) if stop else None),
+        budget=budget_lines(run, agent),
+        live=live,
+        stop_page=pages[stop.call_id] if stop is not None else None,
+        pages=pages,
+        call_pages=call_pages,
+        idle=idle_text(run=run, calls=agent, now=now),
         agent_calls=list(agent),
-    )  # fmt: skip
+    )
 
 
 def _read_whole(pks: list[int]) -> dict[int, ToolCall]:
@@ -261,10 +295,18 @@ class _Lanes:
     call, and the page each of those is on (for their links)."""
 
     def __init__(
-        self, light: Sequence[ToolCall], *, axis: Axis, records: dict[str, IdempotencyRecord],
-        tools: dict[str, ToolSpec], last_ok: str | None, stop: ToolCall | None,
-        pages: dict[str, int], current: int, full: Iterable[ToolCall],
-    ) -> None:  # fmt: skip
+        self,
+        light: Sequence[ToolCall],
+        *,
+        axis: Axis,
+        records: dict[str, IdempotencyRecord],
+        tools: dict[str, ToolSpec],
+        last_ok: str | None,
+        stop: ToolCall | None,
+        pages: dict[str, int],
+        current: int,
+        full: Iterable[ToolCall],
+    ) -> None:
         self.axis, self.records, self.tools = axis, records, tools
         self.last_ok, self.stop = last_ok, stop
         self.pages, self.current = pages, current
@@ -328,13 +370,16 @@ def _lane(
             key, label = str(attempt.number), f"attempt {attempt.number}"
         waited = timedelta(milliseconds=attempt.waited_ms)
         row = AttemptLane(
-            attempt=attempt, anchor=f"attempt-{call.call_id}-{key}", label=label,
+            attempt=attempt,
+            anchor=f"attempt-{call.call_id}-{key}",
+            label=label,
             bar=axis.span(begin, attempt_end(attempt)),
             wait=axis.span(begin - waited, begin) if attempt.waited_ms > 0 else None,
-            started=clock(begin), took_ms=f"{attempt.duration_ms:.1f}",
+            started=clock(begin),
+            took_ms=f"{attempt.duration_ms:.1f}",
             waited_ms=f"{attempt.waited_ms:.1f}" if attempt.waited_ms > 0 else "",
             error_text=error_sentence(attempt.error, tool=call.tool, spec=spec),
-        )  # fmt: skip
+        )
         attempts.append(row)
     last_end = attempt_end(attempts[-1].attempt) if attempts else call.created_at
     state, text = call_state(call)
@@ -342,18 +387,23 @@ def _lane(
     # Stored redacted already; redacted again for showing, by the tool's own rules, in case
     # a row predates them.
     return CallLane(
-        call=call, attempts=attempts, record=RecordFacts.of(record) if record else None,
-        link=reverse("console:call", args=[call.call_id]), created=clock(call.created_at),
+        call=call,
+        attempts=attempts,
+        record=RecordFacts.of(record) if record else None,
+        link=reverse("console:call", args=[call.call_id]),
+        created=clock(call.created_at),
         finished=clock(call.finished_at) if call.finished_at else "",
         bar=axis.span(call.created_at, end),
-        state=state, state_text=text,
+        state=state,
+        state_text=text,
         waiting=axis.span(last_end, axis.end) if state == "waiting_retry" else None,
         args_json=pretty(redact(call.args, spec=spec)),
         result_json=pretty(redact(call.result, spec=spec, result=True)),
-        title=title, status_words=status_words(call.status),
+        title=title,
+        status_words=status_words(call.status),
         error_text=why_words(call, spec),
         approval=approval_line(call.approval, tool=call.tool, spec=spec) if call.approval else None,
-    )  # fmt: skip
+    )
 
 
 def _title(call: ToolCall, spec: ToolSpec | None) -> str:

@@ -181,8 +181,10 @@ def test_it_records_any_well_formed_unknown_name_as_unknown_tool(
     data = call(api, step_index=0, tool=name, args={})
 
     assert (data["status"], data["error"]["reason"], data["tool"]) == (
-        "failed", "unknown_tool", name,
-    )  # fmt: skip
+        "failed",
+        "unknown_tool",
+        name,
+    )
     assert_feedback(data)
     assert ToolCall.objects.get(call_id=data["call_id"]).tool == name
     assert shop.requests() == []

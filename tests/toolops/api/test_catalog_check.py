@@ -178,9 +178,11 @@ def test_it_refuses_a_compensation_naming_an_unknown_tool(catalog: Catalog) -> N
 
 
 def test_it_warns_about_an_unsafe_write_nobody_can_reconcile(catalog: Catalog) -> None:
-    catalog(tool("notify", "irreversible") + UNDO + tool(
-        "book", "compensable_write", 'compensation = { tool = "undo_it" }'
-    ))  # fmt: skip
+    catalog(
+        tool("notify", "irreversible")
+        + UNDO
+        + tool("book", "compensable_write", 'compensation = { tool = "undo_it" }')
+    )
 
     output = check()
 

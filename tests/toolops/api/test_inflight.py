@@ -84,9 +84,14 @@ def test_two_web_processes_share_one_agents_cap_through_redis(
     headers = {"Authorization": f"Bearer {agent_a[1]}"}
     a = httpx.Client(base_url=f"{first.url}/api/v1", headers=headers, timeout=30)
     assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
-    held = a.post("/runs/r-a/calls", json={
-        "step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount": "5.00"},
-    }).json()  # fmt: skip
+    held = a.post(
+        "/runs/r-a/calls",
+        json={
+            "step_index": 0,
+            "tool": "charge",
+            "args": {"order_id": "o-1", "amount": "5.00"},
+        },
+    ).json()
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -96,8 +101,9 @@ def test_two_web_processes_share_one_agents_cap_through_redis(
     # Served by the other process: refused once it counts the first process's slots.
     answer = wait_until(
         lambda: (r := b.get("/tools")).status_code == 429 and r,
-        20, failure="the second process never saw the first's slots",
-    )  # fmt: skip
+        20,
+        failure="the second process never saw the first's slots",
+    )
     assert answer.headers["retry-after"] == "1"
     assert all(f.result().status_code == 202 for f in polls)
     assert b.get("/tools").status_code == 200  # the slots came back
@@ -115,9 +121,12 @@ def test_the_handler_gives_a_slot_back_when_the_request_fails(settings: Any) -> 
 
     handler._respond = broken  # type: ignore[method-assign]
     scope = {
-        "type": "http", "method": "GET", "path": "/api/v1/tools", "query_string": b"",
+        "type": "http",
+        "method": "GET",
+        "path": "/api/v1/tools",
+        "query_string": b"",
         "headers": [(b"authorization", b"Bearer tops_x")],
-    }  # fmt: skip
+    }
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}

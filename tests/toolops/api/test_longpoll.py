@@ -60,8 +60,9 @@ def _reject_when_held(django_user_model: Any) -> None:
     wait_until(Approval.objects.exists, 20, failure="the call was never held")
     approval = Approval.objects.get()
     rita = make_user(django_user_model, "rita", "reviewers")
-    approval_decide(approval=approval, by=rita, approve=False, note="no",
-                    args_hash=approval.args_hash)  # fmt: skip
+    approval_decide(
+        approval=approval, by=rita, approve=False, note="no", args_hash=approval.args_hash
+    )
 
 
 def test_a_posted_call_long_polled_answers_once_a_reviewer_decides(

@@ -37,7 +37,7 @@ def add_calls(run: Run, count: int, *, status: str = S.SUCCEEDED, first_step: in
             feedback="query_stock succeeded.",
             created_at=start + timedelta(microseconds=n),
             finished_at=start,
-        )  # fmt: skip
+        )
         for n in range(count)
     )
 

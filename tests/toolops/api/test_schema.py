@@ -21,17 +21,37 @@ PATHS = {
     "/api/v1/tools": {"get"},
 }
 CALL_STATUSES = {
-    "succeeded", "degraded", "failed", "unknown", "skipped", "pending_approval", "rejected",
+    "succeeded",
+    "degraded",
+    "failed",
+    "unknown",
+    "skipped",
+    "pending_approval",
+    "rejected",
     "in_progress",
-}  # fmt: skip
+}
 RUN_STATUSES = {
-    "running", "completed", "aborting", "aborted", "compensation_failed", "budget_exhausted",
-}  # fmt: skip
+    "running",
+    "completed",
+    "aborting",
+    "aborted",
+    "compensation_failed",
+    "budget_exhausted",
+}
 REASONS = {
-    "invalid_args", "unknown_tool", "downstream_error", "timeout", "circuit_open",
-    "budget_exhausted", "dependency_failed", "result_invalid", "rejected", "expired",
-    "not_permitted", "spend_limit",
-}  # fmt: skip
+    "invalid_args",
+    "unknown_tool",
+    "downstream_error",
+    "timeout",
+    "circuit_open",
+    "budget_exhausted",
+    "dependency_failed",
+    "result_invalid",
+    "rejected",
+    "expired",
+    "not_permitted",
+    "spend_limit",
+}
 
 
 def resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -104,9 +124,21 @@ def test_it_has_the_call_statuses(schema: dict[str, Any]) -> None:
     assert enum_of(schema, error["properties"]["class"]) == {"fatal", "retry", "unknown"}
     assert enum_of(schema, error["properties"]["reason"]) == REASONS
     assert set(call["properties"]) >= {
-        "call_id", "tool_call_id", "run_id", "step_index", "tool", "status", "result", "error",
-        "feedback", "attempts", "replayed", "approval", "created_at", "finished_at",
-    }  # fmt: skip
+        "call_id",
+        "tool_call_id",
+        "run_id",
+        "step_index",
+        "tool",
+        "status",
+        "result",
+        "error",
+        "feedback",
+        "attempts",
+        "replayed",
+        "approval",
+        "created_at",
+        "finished_at",
+    }
 
 
 def test_it_has_the_run_statuses(schema: dict[str, Any]) -> None:
@@ -114,10 +146,19 @@ def test_it_has_the_run_statuses(schema: dict[str, Any]) -> None:
 
     assert enum_of(schema, run["properties"]["status"]) == RUN_STATUSES
     assert set(run["properties"]) >= {
-        "run_id", "trace_id", "session_key", "status", "budget", "usage",
-        "last_succeeded_tool_call_id", "summary", "calls", "compensations", "created_at",
+        "run_id",
+        "trace_id",
+        "session_key",
+        "status",
+        "budget",
+        "usage",
+        "last_succeeded_tool_call_id",
+        "summary",
+        "calls",
+        "compensations",
+        "created_at",
         "ended_at",
-    }  # fmt: skip
+    }
 
 
 def test_it_describes_the_call_request(schema: dict[str, Any]) -> None:
@@ -126,8 +167,14 @@ def test_it_describes_the_call_request(schema: dict[str, Any]) -> None:
 
     assert {"step_index", "tool", "args"} <= set(request.get("required", []))
     assert set(request["properties"]) >= {
-        "step_index", "tool", "args", "tool_call_id", "depends_on", "tokens", "wait",
-    }  # fmt: skip
+        "step_index",
+        "tool",
+        "args",
+        "tool_call_id",
+        "depends_on",
+        "tokens",
+        "wait",
+    }
     assert request["properties"]["wait"].get("maximum") == 30
 
 
@@ -136,9 +183,19 @@ def test_it_describes_the_tool_list(schema: dict[str, Any]) -> None:
     tool = resolve(schema, listing["properties"]["tools"]["items"])
 
     assert set(tool["properties"]) >= {
-        "name", "description", "kind", "params_schema", "requires_approval", "compensation",
-        "query", "available", "available_at",
-    }  # fmt: skip
+        "name",
+        "description",
+        "kind",
+        "params_schema",
+        "requires_approval",
+        "compensation",
+        "query",
+        "available",
+        "available_at",
+    }
     assert enum_of(schema, tool["properties"]["kind"]) == {
-        "read", "idempotent_write", "compensable_write", "irreversible",
-    }  # fmt: skip
+        "read",
+        "idempotent_write",
+        "compensable_write",
+        "irreversible",
+    }

@@ -18,14 +18,25 @@ def test_a_long_poll_does_not_hold_up_other_requests(
     toolops_server: Any, agent_a: tuple[Any, str], agent_b: tuple[Any, str], shop: Shop
 ) -> None:
     server = toolops_server(TOOLOPS_API_THREADS="2", TOOLOPS_DB_POOL_MAX="3")
-    a = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30,
-                     headers={"Authorization": f"Bearer {agent_a[1]}"})  # fmt: skip
-    b = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30,
-                     headers={"Authorization": f"Bearer {agent_b[1]}"})  # fmt: skip
+    a = httpx.Client(
+        base_url=f"{server.url}/api/v1",
+        timeout=30,
+        headers={"Authorization": f"Bearer {agent_a[1]}"},
+    )
+    b = httpx.Client(
+        base_url=f"{server.url}/api/v1",
+        timeout=30,
+        headers={"Authorization": f"Bearer {agent_b[1]}"},
+    )
     assert a.post("/runs", json={"run_id": "r-a"}).status_code == 201
-    held = a.post("/runs/r-a/calls", json={
-        "step_index": 0, "tool": "charge", "args": {"order_id": "o-1", "amount": "5.00"},
-    }).json()  # fmt: skip
+    held = a.post(
+        "/runs/r-a/calls",
+        json={
+            "step_index": 0,
+            "tool": "charge",
+            "args": {"order_id": "o-1", "amount": "5.00"},
+        },
+    ).json()
     assert held["status"] == "pending_approval"
 
     ended: dict[str, float] = {}
@@ -45,9 +56,14 @@ def test_a_long_poll_does_not_hold_up_other_requests(
     # Many more requests than threads and pooled connections, one after another.
     assert b.post("/runs", json={"run_id": "r-b"}).status_code == 201
     for step in range(12):
-        done = b.post("/runs/r-b/calls", json={
-            "step_index": step, "tool": "query_stock", "args": {"sku": "A12"},
-        })  # fmt: skip
+        done = b.post(
+            "/runs/r-b/calls",
+            json={
+                "step_index": step,
+                "tool": "query_stock",
+                "args": {"sku": "A12"},
+            },
+        )
         assert done.status_code == 200 and done.json()["status"] == "succeeded"
     ended["others"] = time.monotonic()
     # Only now does the held call end (its run is completed): the long-poll answers.

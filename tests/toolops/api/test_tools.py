@@ -17,9 +17,16 @@ from toolops.tools import registry
 pytestmark = pytest.mark.django_db
 
 FIELDS = {
-    "name", "description", "kind", "params_schema", "requires_approval", "compensation",
-    "query", "available", "available_at",
-}  # fmt: skip
+    "name",
+    "description",
+    "kind",
+    "params_schema",
+    "requires_approval",
+    "compensation",
+    "query",
+    "available",
+    "available_at",
+}
 KINDS = {"read", "idempotent_write", "compensable_write", "irreversible"}
 CATALOG = {t["name"]: t for t in tomllib.loads(DEMO_CATALOG.read_text())["tool"]}
 PUBLIC = {name for name, t in CATALOG.items() if not t.get("internal")}

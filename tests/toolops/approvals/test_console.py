@@ -57,14 +57,25 @@ def hold(
     """A call held for a reviewer, built as the executor's gate leaves it."""
     held_at = timezone.now() - timedelta(seconds=age_s)
     call = make_call(
-        run, tool_call_id, step_index, tool, "pending_approval", args=args or ORDER,
-        args_digest=f"digest-{tool_call_id}", created_at=held_at,
-    )  # fmt: skip
+        run,
+        tool_call_id,
+        step_index,
+        tool,
+        "pending_approval",
+        args=args or ORDER,
+        args_digest=f"digest-{tool_call_id}",
+        created_at=held_at,
+    )
     approval = Approval.objects.create(
-        run=run, tool=tool, reason=reason, duplicate_of=duplicate_of,
-        args_hash=call.args_digest, approvals_required=required, created_at=held_at,
+        run=run,
+        tool=tool,
+        reason=reason,
+        duplicate_of=duplicate_of,
+        args_hash=call.args_digest,
+        approvals_required=required,
+        created_at=held_at,
         expires_at=held_at + timedelta(seconds=ttl_s),
-    )  # fmt: skip
+    )
     call.approval = approval
     call.save(update_fields=["approval"])
     return approval
@@ -100,8 +111,13 @@ def test_it_lists_pending_approvals_oldest_first(
     reviewer: Any, run: Run, agent_b: Any, console_catalog: Any
 ) -> None:
     older = hold(run, "tc-old", age_s=600)
-    newer = hold(make_run(agent_b[0], "r-b"), "tc-new", "send_notification",
-                 {"to": "ann@example.com", "message": "hi"}, reason="policy")  # fmt: skip
+    newer = hold(
+        make_run(agent_b[0], "r-b"),
+        "tc-new",
+        "send_notification",
+        {"to": "ann@example.com", "message": "hi"},
+        reason="policy",
+    )
     decided = hold(run, "tc-done", step_index=4, age_s=900)
     Approval.objects.filter(pk=decided.pk).update(status="approved")
 
@@ -129,8 +145,7 @@ def test_it_filters_by_tool_agent_and_reason(
     reviewer: Any, run: Run, agent_a: Any, agent_b: Any, console_catalog: Any
 ) -> None:
     hold(run, "tc-order")
-    hold(make_run(agent_b[0], "r-b"), "tc-note", "send_notification", {"to": "x"},
-         reason="policy")  # fmt: skip
+    hold(make_run(agent_b[0], "r-b"), "tc-note", "send_notification", {"to": "x"}, reason="policy")
     client = logged_in(reviewer)
 
     def shown(query: str) -> set[str]:
@@ -201,12 +216,33 @@ def test_it_lists_the_queue_in_constant_queries(
 def test_it_shows_the_call_in_plain_words_with_ids_and_buttons(
     reviewer: Any, run: Run, approval: Approval
 ) -> None:
-    make_call(run, "tc-75", 1, "query_stock", "succeeded", args={"sku": "A12"},
-              result={"sku": "A12", "in_stock": 4})  # fmt: skip
-    make_call(run, "tc-76", 2, "reserve_stock", "failed", args={"sku": "A12", "qty": 1},
-              error_message="warehouse said no")  # fmt: skip
-    make_call(run, "tc-later", 5, "query_stock", "succeeded", args={"sku": "B7"},
-              created_at=timezone.now() + timedelta(seconds=5))  # fmt: skip
+    make_call(
+        run,
+        "tc-75",
+        1,
+        "query_stock",
+        "succeeded",
+        args={"sku": "A12"},
+        result={"sku": "A12", "in_stock": 4},
+    )
+    make_call(
+        run,
+        "tc-76",
+        2,
+        "reserve_stock",
+        "failed",
+        args={"sku": "A12", "qty": 1},
+        error_message="warehouse said no",
+    )
+    make_call(
+        run,
+        "tc-later",
+        5,
+        "query_stock",
+        "succeeded",
+        args={"sku": "B7"},
+        created_at=timezone.now() + timedelta(seconds=5),
+    )
 
     response = logged_in(reviewer).get(f"/console/approvals/{approval.approval_id}/")
 
@@ -248,9 +284,13 @@ PAGE_QUERIES = 9
 
 @pytest.mark.parametrize("count", [1, 6])
 def test_it_shows_the_page_in_constant_queries(
-    reviewer: Any, superuser: Any, run: Run, console_catalog: Any,
-    django_assert_num_queries: Any, count: int,
-) -> None:  # fmt: skip
+    reviewer: Any,
+    superuser: Any,
+    run: Run,
+    console_catalog: Any,
+    django_assert_num_queries: Any,
+    count: int,
+) -> None:
     for i in range(count):
         make_call(run, f"tc-{i}", i, "query_stock", "succeeded", result={"n": i})
     approval = hold(run, "tc-held", step_index=count, required=2)
@@ -268,8 +308,15 @@ def test_it_shows_a_possible_duplicate_side_by_side(
     reviewer: Any, agent_a: Any, run: Run, console_catalog: Any
 ) -> None:
     earlier_run = make_run(agent_a[0], "r-117", session_key="s-1")
-    first = make_call(earlier_run, "tc-first", 3, "create_order", "succeeded", args=ORDER,
-                      result={"order_id": "ord-9"})  # fmt: skip
+    first = make_call(
+        earlier_run,
+        "tc-first",
+        3,
+        "create_order",
+        "succeeded",
+        args=ORDER,
+        result={"order_id": "ord-9"},
+    )
     approval = hold(run, "tc-again", reason="possible_duplicate", duplicate_of=first)
 
     page = logged_in(reviewer).get(url(approval)).content.decode()
@@ -365,8 +412,10 @@ def test_it_rejects_with_a_note(reviewer: Any, approval: Approval) -> None:
     assert said(response)[0].startswith("Rejected “Create an order for 1 × A12 at 199.00”")
     approval.refresh_from_db()
     assert (approval.status, approval.note, approval.decided_by) == (
-        "rejected", "Wrong customer.", reviewer
-    )  # fmt: skip
+        "rejected",
+        "Wrong customer.",
+        reviewer,
+    )
     call = ToolCall.objects.get(approval=approval)
     assert (call.status, call.error_reason) == ("rejected", "rejected")
     delay.assert_not_called()
@@ -485,8 +534,13 @@ def test_reviewers_receive_pushes_and_others_are_refused(reviewer: Any, support:
     from toolops.approvals.services import LIVE_GROUP
 
     async def connect(user: Any) -> tuple[ApplicationCommunicator, bool]:
-        scope = {"type": "websocket", "path": "/ws/approvals/", "headers": [],
-                 "subprotocols": [], "user": user}  # fmt: skip
+        scope = {
+            "type": "websocket",
+            "path": "/ws/approvals/",
+            "headers": [],
+            "subprotocols": [],
+            "user": user,
+        }
         communicator = ApplicationCommunicator(ApprovalsConsumer.as_asgi(), scope)
         await communicator.send_input({"type": "websocket.connect"})
         answer = await communicator.receive_output(timeout=2)
@@ -499,8 +553,7 @@ def test_reviewers_receive_pushes_and_others_are_refused(reviewer: Any, support:
         assert not refused
         await get_channel_layer().group_send(LIVE_GROUP, {"type": "live.changed", "item": 7})
         sent = await queue.receive_output(timeout=2)
-        assert json.loads(sent["text"]) == {"type": "live.changed", "group": "approvals",
-                                            "item": 7}  # fmt: skip
+        assert json.loads(sent["text"]) == {"type": "live.changed", "group": "approvals", "item": 7}
         await queue.send_input({"type": "websocket.disconnect", "code": 1000})
         await queue.wait(timeout=2)
 
@@ -519,7 +572,7 @@ def test_reviewers_receive_pushes_and_others_are_refused(reviewer: Any, support:
             "send_notification",
             {"to": "ann@example.com", "message": "hi"},
             "Send a message to [redacted email]",
-        ),  # fmt: skip
+        ),
         ("reserve_stock", {"sku": "A12", "qty": 2}, "reserve_stock with sku=A12, qty=2"),
         ("bulk", {"a": 1, "b": [1, 2], "c": "x", "d": 4}, "bulk with a=1, b=[1,2], c=x, …"),
         ("login", {"user": "u", "password": "hunter2"}, "login with user=u, password=[redacted]"),

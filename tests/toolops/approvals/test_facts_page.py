@@ -87,13 +87,33 @@ def test_it_shows_the_conversations_earlier_calls_from_every_run_of_its_session(
     reviewer: Any, agent_a: tuple[Agent, str], agent_b: tuple[Agent, str], facts_catalog: Any
 ) -> None:
     ordering = make_run(agent_a[0], "r-order", session_key="conv-7")
-    order = make_call(ordering, "tc-1", 0, "create_order", "succeeded",
-                      args={"sku": "A12", "qty": 2}, result={"order_id": "ord_1"})  # fmt: skip
-    failed = make_call(ordering, "tc-2", 1, "create_order", "failed", args={"sku": "B7"},
-                       error_message="HTTP 503: injected_fault")  # fmt: skip
+    order = make_call(
+        ordering,
+        "tc-1",
+        0,
+        "create_order",
+        "succeeded",
+        args={"sku": "A12", "qty": 2},
+        result={"order_id": "ord_1"},
+    )
+    failed = make_call(
+        ordering,
+        "tc-2",
+        1,
+        "create_order",
+        "failed",
+        args={"sku": "B7"},
+        error_message="HTTP 503: injected_fault",
+    )
     # Another agent's conversation that happens to use the same key is not this one.
-    make_call(make_run(agent_b[0], "r-stranger", session_key="conv-7"), "tc-9", 0,
-              "create_order", "succeeded", args={"sku": "ZZ9", "qty": 1})  # fmt: skip
+    make_call(
+        make_run(agent_b[0], "r-stranger", session_key="conv-7"),
+        "tc-9",
+        0,
+        "create_order",
+        "succeeded",
+        args={"sku": "ZZ9", "qty": 1},
+    )
     run = make_run(agent_a[0], "r-charge", session_key="conv-7")
     approval = hold(run, "tc-1", "charge", CHARGE, step_index=0)
     # Made after the held call, in another run: not earlier.

@@ -213,8 +213,13 @@ def test_it_refuses_bad_decisions_and_changes_nothing(
     approval = Approval.objects.get()
 
     with pytest.raises(DecisionRefused, match=problem):
-        approval_decide(approval=approval, by=rita, approve=approve, note=note,
-                        args_hash=approval.args_hash if hash_ok else "0" * 64)  # fmt: skip
+        approval_decide(
+            approval=approval,
+            by=rita,
+            approve=approve,
+            note=note,
+            args_hash=approval.args_hash if hash_ok else "0" * 64,
+        )
 
     assert Approval.objects.get().status == "pending"
     assert not ApprovalVote.objects.exists()
@@ -251,8 +256,10 @@ def test_approve_and_reject_racing_make_one_decision(
             connection.close()
 
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True) as delay:
-        threads = [threading.Thread(target=race, args=(rita, True)),
-                   threading.Thread(target=race, args=(raj, False))]  # fmt: skip
+        threads = [
+            threading.Thread(target=race, args=(rita, True)),
+            threading.Thread(target=race, args=(raj, False)),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -267,8 +274,9 @@ def test_approve_and_reject_racing_make_one_decision(
     assert delay.call_count == (1 if approval.status == "approved" else 0)
     assert len(shop.requests("/payments/charges")) == (1 if approval.status == "approved" else 0)
     # Delivered twice: an approved call runs once, a rejected one never.
-    assert executed == (["succeeded", "skipped"] if approval.status == "approved"
-                        else ["skipped", "skipped"])  # fmt: skip
+    assert executed == (
+        ["succeeded", "skipped"] if approval.status == "approved" else ["skipped", "skipped"]
+    )
 
 
 def test_a_two_reviewer_tool_runs_only_after_two_distinct_approvals(
@@ -304,8 +312,13 @@ def test_a_second_run_in_the_session_is_held_as_a_possible_duplicate(
     create_run(api, "r-2", session_key="conv-42")
 
     # The same args in another form: the same canonical args.
-    response = post_call(api, "r-2", step_index=0, tool="create_order",
-                         args={"amount": 19.9, "qty": 1, "sku": " A12 "})  # fmt: skip
+    response = post_call(
+        api,
+        "r-2",
+        step_index=0,
+        tool="create_order",
+        args={"amount": 19.9, "qty": 1, "sku": " A12 "},
+    )
 
     assert response.status_code == 202
     second = body(response)
@@ -375,8 +388,9 @@ def test_the_gate_costs_a_write_that_needs_nobody_no_statement(
     post_call(api, step_index=0, tool="query_stock", args={"sku": "A12"})  # warm caches
 
     with CaptureQueriesContext(connection) as ctx:
-        answer = body(post_call(api, step_index=1, tool="reserve_stock",
-                                args={"sku": "A12", "qty": 1}))  # fmt: skip
+        answer = body(
+            post_call(api, step_index=1, tool="reserve_stock", args={"sku": "A12", "qty": 1})
+        )
 
     assert answer["status"] == "succeeded" and answer["approval"] is None
     # The savepoints are the test's own transaction around the claim, absent as deployed.

@@ -39,10 +39,20 @@ def test_the_decided_and_expired_tabs_list_ended_approvals_newest_first(
     reviewer: Any, agent_a: tuple[Agent, str], console_catalog: Any
 ) -> None:
     run = make_run(agent_a[0], "r-hist")
-    approved = ended(hold(run, "tc-1", step_index=1), "approved", 30, decided_by=reviewer,
-                     note="customer confirmed by phone")  # fmt: skip
-    rejected = ended(hold(run, "tc-2", step_index=2), "rejected", 10, decided_by=reviewer,
-                     note="amount looks wrong")  # fmt: skip
+    approved = ended(
+        hold(run, "tc-1", step_index=1),
+        "approved",
+        30,
+        decided_by=reviewer,
+        note="customer confirmed by phone",
+    )
+    rejected = ended(
+        hold(run, "tc-2", step_index=2),
+        "rejected",
+        10,
+        decided_by=reviewer,
+        note="amount looks wrong",
+    )
     expired = ended(hold(run, "tc-3", step_index=3), "expired", 5)
     waiting = hold(run, "tc-4", step_index=4)
     client = logged_in(reviewer)

@@ -67,11 +67,23 @@ def test_it_lists_every_action_of_api_md() -> None:
         "policy.withdraw",
     }
     assert set(Action.values) == beyond | {
-        "approval.decide", "run.abort", "call.settle", "ticket.assign", "ticket.comment",
-        "ticket.retry", "ticket.resolve", "breaker.force_open", "breaker.reset",
-        "policy.edit", "full_args.read", "token.create", "token.rotate", "token.revoke",
-        "login.lockout", "login.unlock",
-    }  # fmt: skip
+        "approval.decide",
+        "run.abort",
+        "call.settle",
+        "ticket.assign",
+        "ticket.comment",
+        "ticket.retry",
+        "ticket.resolve",
+        "breaker.force_open",
+        "breaker.reset",
+        "policy.edit",
+        "full_args.read",
+        "token.create",
+        "token.rotate",
+        "token.revoke",
+        "login.lockout",
+        "login.unlock",
+    }
 
 
 def test_it_records_who_what_and_the_objects_link(operator: Any, agent_a: Any) -> None:
@@ -81,9 +93,12 @@ def test_it_records_who_what_and_the_objects_link(operator: Any, agent_a: Any) -
 
     with transaction.atomic():
         entry = audit_record(
-            actor=operator, action=Action.RUN_ABORT, obj=run, summary="Aborted",
+            actor=operator,
+            action=Action.RUN_ABORT,
+            obj=run,
+            summary="Aborted",
             detail={"reason": "customer called"},
-        )  # fmt: skip
+        )
 
     entry.refresh_from_db()
     assert (entry.actor, entry.actor_username, entry.actor_name) == (operator, "olga", "Olga Ops")
@@ -96,9 +111,11 @@ def test_it_records_who_what_and_the_objects_link(operator: Any, agent_a: Any) -
 def test_it_names_an_object_without_a_row(operator: Any) -> None:
     with transaction.atomic():
         entry = audit_record(
-            actor=None, action=Action.LOGIN_LOCKOUT, obj=Ref("user", "mallory"),
+            actor=None,
+            action=Action.LOGIN_LOCKOUT,
+            obj=Ref("user", "mallory"),
             detail={"failures": 5},
-        )  # fmt: skip
+        )
 
     assert (entry.actor_id, entry.actor_username) == (None, "")
     assert (entry.object_type, entry.object_id, entry.object_url) == ("user", "mallory", "")
@@ -107,10 +124,12 @@ def test_it_names_an_object_without_a_row(operator: Any) -> None:
 def test_it_redacts_what_a_detail_or_summary_could_carry(operator: Any) -> None:
     with transaction.atomic():
         entry = audit_record(
-            actor=operator, action=Action.POLICY_EDIT, obj=Ref("policy", "charge"),
+            actor=operator,
+            action=Action.POLICY_EDIT,
+            obj=Ref("policy", "charge"),
             detail={"api_key": "sk-live-123456", "note": f"card {CARD}, ann@example.com"},
             summary=f"card {CARD}, ann@example.com",
-        )  # fmt: skip
+        )
 
     entry.refresh_from_db()
     assert entry.detail["api_key"] == "[redacted]"
@@ -167,8 +186,13 @@ def test_a_decision_is_one_entry_and_a_refused_one_none(
         approval_decide(approval=approval, by=reviewer, approve=True, note="", args_hash="other")
     assert not AuditEntry.objects.filter(action=Action.APPROVAL_DECIDE).exists()
     with patch("toolops.tasks.execute_approved_call.delay", autospec=True):
-        approval_decide(approval=approval, by=reviewer, approve=False,
-                        note=f"wrong card {CARD}", args_hash=approval.args_hash)  # fmt: skip
+        approval_decide(
+            approval=approval,
+            by=reviewer,
+            approve=False,
+            note=f"wrong card {CARD}",
+            args_hash=approval.args_hash,
+        )
 
     entry = only(Action.APPROVAL_DECIDE)
     assert (entry.actor, entry.object_id) == (reviewer, approval.approval_id)
@@ -190,8 +214,11 @@ def test_each_ticket_action_is_one_entry(support: Any, agent_a: Any) -> None:
 
     entries = list(AuditEntry.objects.order_by("id").filter(object_type="ticket"))
     assert [e.action for e in entries] == [
-        "ticket.assign", "ticket.comment", "ticket.retry", "ticket.resolve",
-    ]  # fmt: skip
+        "ticket.assign",
+        "ticket.comment",
+        "ticket.retry",
+        "ticket.resolve",
+    ]
     assert {e.actor for e in entries} == {support}
     assert [e.object_url for e in entries[:3]] == [link] * 3
     assert entries[0].detail == {"to": "sam"}
@@ -215,15 +242,23 @@ def test_a_refused_ticket_action_writes_no_entry(support: Any, agent_a: Any) -> 
 
 
 def test_a_look_at_full_args_is_one_entry(operator: Any, agent_a: Any) -> None:
-    call = make_call(make_run(agent_a[0], "r-look"), "tc-look", 0, "create_order", "succeeded",
-                     args={"sku": "A12"})  # fmt: skip
+    call = make_call(
+        make_run(agent_a[0], "r-look"),
+        "tc-look",
+        0,
+        "create_order",
+        "succeeded",
+        args={"sku": "A12"},
+    )
 
     full_args_read(call=call, user=operator, purpose="console")
 
     entry = only(Action.FULL_ARGS_READ)
     assert (entry.actor, entry.object_id, entry.detail["purpose"]) == (
-        operator, call.call_id, "console",
-    )  # fmt: skip
+        operator,
+        call.call_id,
+        "console",
+    )
     assert not FullArgsRead.objects.exists()  # the old trail is no longer written
 
 
@@ -246,8 +281,9 @@ def test_a_policy_saved_in_admin_is_one_entry(superuser: Any, console_catalog: A
 
     client = Client()
     client.force_login(superuser)
-    response = client.post("/admin/toolops/toolpolicy/add/", {"tool": "create_order",
-                                                                "timeout_s": "2.5"})  # fmt: skip
+    response = client.post(
+        "/admin/toolops/toolpolicy/add/", {"tool": "create_order", "timeout_s": "2.5"}
+    )
 
     assert response.status_code == 302
     entry = only(Action.POLICY_EDIT)
@@ -266,9 +302,12 @@ def test_the_migration_copies_the_old_trails(operator: Any, agent_a: Any) -> Non
     migration = import_module("toolops.migrations.0012_audit_log")
     run = make_run(agent_a[0], "r-old", status=Run.Status.ABORTED)
     LogEntry.objects.log_actions(
-        user_id=operator.pk, queryset=[run], action_flag=CHANGE,
-        change_message="Aborted (running → aborted): duplicate order", single_object=True,
-    )  # fmt: skip
+        user_id=operator.pk,
+        queryset=[run],
+        action_flag=CHANGE,
+        change_message="Aborted (running → aborted): duplicate order",
+        single_object=True,
+    )
     FullArgsRead.objects.create(user=operator, call_ref="c-gone", purpose="console")
     assert ContentType.objects.get_for_model(Run).model == "run"
 
@@ -278,5 +317,8 @@ def test_the_migration_copies_the_old_trails(operator: Any, agent_a: Any) -> Non
     assert (abort.action, abort.actor, abort.object_id) == ("run.abort", operator, "r-old")
     assert abort.summary == "Aborted (running → aborted): duplicate order"
     assert abort.object_url == f"/console/runs/{run.pk}/"
-    assert (read.action, read.actor_username, read.object_id) == ("full_args.read", "olga",
-                                                                  "c-gone")  # fmt: skip
+    assert (read.action, read.actor_username, read.object_id) == (
+        "full_args.read",
+        "olga",
+        "c-gone",
+    )

@@ -32,9 +32,11 @@ def test_it_waits_up_to_the_ceiling_with_full_jitter() -> None:
     assert waits == pytest.approx([0.2, 0.4, 0.8, 1.0])
     # Full jitter: the wait is drawn from zero up to the ceiling.
     assert [c.args for c in uniform.call_args_list] == [
-        (0.0, pytest.approx(0.2)), (0.0, pytest.approx(0.4)),
-        (0.0, pytest.approx(0.8)), (0.0, pytest.approx(1.0)),
-    ]  # fmt: skip
+        (0.0, pytest.approx(0.2)),
+        (0.0, pytest.approx(0.4)),
+        (0.0, pytest.approx(0.8)),
+        (0.0, pytest.approx(1.0)),
+    ]
 
 
 def test_it_may_wait_not_at_all_at_the_bottom_of_the_jitter() -> None:

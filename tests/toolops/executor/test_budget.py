@@ -171,12 +171,14 @@ def test_a_write_in_a_limited_run_costs_no_statement_more_than_in_an_unlimited_o
         start_run(api, run_id=run_id, **run)
         call_ok(api, run_id=run_id, step_index=0, tool="query_stock", args=STOCK)  # warm
         with CaptureQueriesContext(connection) as ctx:
-            call = call_ok(api, run_id=run_id, step_index=1, tool="reserve_stock",
-                           args=RESERVE, tokens=50)  # fmt: skip
+            call = call_ok(
+                api, run_id=run_id, step_index=1, tool="reserve_stock", args=RESERVE, tokens=50
+            )
         assert call["status"] == "succeeded"
         # The savepoints are the test's own transaction around the claim (store.py).
-        return [q["sql"] for q in ctx.captured_queries
-                if "SAVEPOINT" not in q["sql"].split(" ", 2)[:2]]  # fmt: skip
+        return [
+            q["sql"] for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"].split(" ", 2)[:2]
+        ]
 
     free = statements_of_a_write("r-free")
     limited = statements_of_a_write(
@@ -207,8 +209,10 @@ def test_a_write_with_no_attempt_left_is_not_sent_and_ends_the_run(
     shop.fault("/inventory/reservations", fail_next=5, fail_status=503)
     call = call_ok(api, run_id="r-2", step_index=0, tool="reserve_stock", args=RESERVE)
     assert (call["status"], call["error"]["reason"], call["attempts"]) == (
-        "failed", "budget_exhausted", 2,
-    )  # fmt: skip
+        "failed",
+        "budget_exhausted",
+        2,
+    )
     assert len(shop.requests("/inventory/reservations")) == 2
     run = get_run(api, run_id="r-2")
     assert (run["status"], run["usage"]["attempts"]) == ("budget_exhausted", 2)
@@ -222,13 +226,17 @@ def test_a_write_whose_tokens_pass_max_tokens_is_counted_but_not_sent(
     call = call_ok(api, step_index=0, tool="reserve_stock", args=RESERVE, tokens=150)
 
     assert (call["status"], call["error"]["reason"], call["attempts"]) == (
-        "failed", "budget_exhausted", 0,
-    )  # fmt: skip
+        "failed",
+        "budget_exhausted",
+        0,
+    )
     assert shop.requests() == []
     run = get_run(api)
     assert (run["status"], run["usage"]["tokens"], run["usage"]["attempts"]) == (
-        "budget_exhausted", 150, 0,
-    )  # fmt: skip
+        "budget_exhausted",
+        150,
+        0,
+    )
 
 
 def test_a_write_that_sends_nothing_gives_its_reserved_attempt_back(
@@ -255,8 +263,7 @@ def test_concurrent_writes_of_one_run_never_overspend_its_attempts(
         assert http.post("/runs", json={"run_id": "r-c", "budget": budget}).status_code == 201
 
         def write(step: int) -> dict[str, Any]:
-            body = {"step_index": step, "tool": "reserve_stock", "tokens": 10,
-                    "args": RESERVE}  # fmt: skip
+            body = {"step_index": step, "tool": "reserve_stock", "tokens": 10, "args": RESERVE}
             return http.post("/runs/r-c/calls", json=body).json()
 
         with ThreadPoolExecutor(8) as pool:

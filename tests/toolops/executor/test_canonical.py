@@ -227,7 +227,7 @@ def test_it_strips_strings_in_nested_objects_and_arrays() -> None:
                     "properties": {
                         "qty": {"type": "integer"},
                         "price": {"type": "string", "format": "decimal"},
-                    },  # fmt: skip
+                    },
                 },
             }
         },
@@ -346,10 +346,12 @@ BOUNDED_SCHEMA: dict[str, Any] = {
         "qty": {"type": "integer"},
         "price": {"type": "string", "format": "decimal", "x-decimal-places": 2},
         "amount": {"type": "string", "format": "decimal"},
-        "lines": {"type": "array", "items": {"type": "object", "properties": {
-            "qty": {"type": "integer"}}}},
+        "lines": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"qty": {"type": "integer"}}},
+        },
     },
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(
@@ -377,8 +379,10 @@ def test_it_refuses_a_number_past_the_bounds_naming_its_field(
 
 
 def test_a_schemas_precision_cannot_overflow() -> None:
-    schema = {"type": "object", "properties": {
-        "p": {"type": "string", "format": "decimal", "x-decimal-places": -(10**9)}}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "string", "format": "decimal", "x-decimal-places": -(10**9)}},
+    }
     with pytest.raises(ArgsError) as caught:
         normalize({"p": "12.5"}, schema)
     assert caught.value.field == "p"

@@ -162,7 +162,7 @@ def test_it_retries_a_timed_out_read(api: APIClient, shop: Shop, catalog: Any) -
             url="{shop}/inventory/stock",
             timeout_s=0.5,
             params_schema=STOCK_SCHEMA,
-        )  # fmt: skip
+        )
     )
     start_run(api)
     shop.fault("/inventory/stock", timeout_next=1, hang_s=1)
@@ -220,7 +220,7 @@ def test_it_retries_a_refused_connection_up_to_max_attempts(
             backoff_base_s=0.01,
             requires_approval=False,
             params_schema=CHARGE_SCHEMA,
-        )  # fmt: skip
+        )
     )
     start_run(api)
 

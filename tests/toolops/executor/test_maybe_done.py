@@ -70,16 +70,18 @@ def test_a_keyed_write_with_a_query_is_settled_by_it_and_its_undo_registered(
             requires_approval=False,
             compensation={"tool": "cancel_order", "args": {"order_id": "$.result.order_id"}},
             params_schema={"type": "object"},
-        )  # fmt: skip
+        )
     )
     allow_without_approval("create_order_keyed")
     start_run(api)
     shop.fault("/orders", drop_after_commit=2)
 
     call = call_ok(
-        api, step_index=1, tool="create_order_keyed",
+        api,
+        step_index=1,
+        tool="create_order_keyed",
         args={"sku": "A12", "qty": 1, "amount": "19.90"},
-    )  # fmt: skip
+    )
 
     [order] = shop.state()["orders"]
     assert call["status"] == "succeeded", call
@@ -100,15 +102,26 @@ def test_a_dead_holders_keyed_write_stopped_by_the_breaker_ends_unknown_not_fail
     run = Run.objects.get(run_id="r-1")
     key = "k" * 64
     call = ToolCall.objects.create(
-        call_id="c-left", run=run, tool_call_id="tc-left", step_index=1, tool="reserve_stock",
-        args=STOCK, args_digest="d", idempotency_key=key, client_reference="tops-" + "k" * 32,
+        call_id="c-left",
+        run=run,
+        tool_call_id="tc-left",
+        step_index=1,
+        tool="reserve_stock",
+        args=STOCK,
+        args_digest="d",
+        idempotency_key=key,
+        client_reference="tops-" + "k" * 32,
         status="in_progress",
-    )  # fmt: skip
+    )
     IdempotencyRecord.objects.create(
-        key=key, call_ref=call.call_id, tool="reserve_stock", state="claimed", fence=1,
+        key=key,
+        call_ref=call.call_id,
+        tool="reserve_stock",
+        state="claimed",
+        fence=1,
         lease_until=timezone.now() - timedelta(seconds=1),
         expires_at=timezone.now() + timedelta(days=7),
-    )  # fmt: skip
+    )
     CircuitBreaker.objects.create(
         tool="reserve_stock", state="open", open_until=timezone.now() + timedelta(minutes=1)
     )

@@ -177,9 +177,11 @@ def test_an_operator_policy_turns_query_before_write_on_for_a_catalog_tool(
 
 def parse_tool(toml: str) -> None:
     lookup = tool_toml(
-        name="get_charge", kind="read", url="http://127.0.0.1:9/lookup",
+        name="get_charge",
+        kind="read",
+        url="http://127.0.0.1:9/lookup",
         params_schema={"type": "object"},
-    )  # fmt: skip
+    )
     parse(tomllib.loads(lookup + toml))
 
 
@@ -196,9 +198,12 @@ def test_the_catalog_refuses_query_before_write_where_it_cannot_work(
     fields: dict[str, Any],
 ) -> None:
     toml = tool_toml(
-        name="pay", url="http://127.0.0.1:9/pay", query_before_write=True,
-        params_schema={"type": "object"}, **fields,
-    )  # fmt: skip
+        name="pay",
+        url="http://127.0.0.1:9/pay",
+        query_before_write=True,
+        params_schema={"type": "object"},
+        **fields,
+    )
 
     with pytest.raises(CatalogError) as excinfo:
         parse_tool(toml)
@@ -210,9 +215,13 @@ def test_the_catalog_refuses_query_before_write_where_it_cannot_work(
 
 def test_the_catalog_refuses_a_query_before_write_that_is_not_a_bool() -> None:
     toml = tool_toml(
-        name="pay", kind="irreversible", url="http://127.0.0.1:9/pay", query="get_charge",
-        query_before_write="yes", params_schema={"type": "object"},
-    )  # fmt: skip
+        name="pay",
+        kind="irreversible",
+        url="http://127.0.0.1:9/pay",
+        query="get_charge",
+        query_before_write="yes",
+        params_schema={"type": "object"},
+    )
 
     with pytest.raises(CatalogError) as excinfo:
         parse_tool(toml)
@@ -222,13 +231,19 @@ def test_the_catalog_refuses_a_query_before_write_that_is_not_a_bool() -> None:
 
 def test_the_catalog_accepts_query_before_write_on_a_write_with_a_query() -> None:
     toml = tool_toml(
-        name="pay", kind="irreversible", url="http://127.0.0.1:9/pay", query="get_charge",
-        query_before_write=True, params_schema={"type": "object"},
-    )  # fmt: skip
-    lookup = tool_toml(
-        name="get_charge", kind="read", url="http://127.0.0.1:9/lookup",
+        name="pay",
+        kind="irreversible",
+        url="http://127.0.0.1:9/pay",
+        query="get_charge",
+        query_before_write=True,
         params_schema={"type": "object"},
-    )  # fmt: skip
+    )
+    lookup = tool_toml(
+        name="get_charge",
+        kind="read",
+        url="http://127.0.0.1:9/lookup",
+        params_schema={"type": "object"},
+    )
 
     [_, pay] = parse(tomllib.loads(lookup + toml))
 

@@ -36,13 +36,18 @@ def test_it_retries_a_refused_write_with_the_same_reference(
     port = free_port()
     catalog(
         tool_toml(
-            name="create_order_late", kind="compensable_write",
-            url=f"http://127.0.0.1:{port}/orders", timeout_s=2.0, max_attempts=5,
-            backoff_base_s=0.3, client_reference="client_reference", query="query_order",
+            name="create_order_late",
+            kind="compensable_write",
+            url=f"http://127.0.0.1:{port}/orders",
+            timeout_s=2.0,
+            max_attempts=5,
+            backoff_base_s=0.3,
+            client_reference="client_reference",
+            query="query_order",
             compensation={"tool": "cancel_order", "args": {"order_id": "$.result.order_id"}},
             params_schema=ORDER_SCHEMA,
         )
-    )  # fmt: skip
+    )
     allow_without_approval("create_order_late")
     started: list[Any] = []
     # Nothing listens on the port yet; the service comes up while ToolOps backs off.
@@ -51,9 +56,11 @@ def test_it_retries_a_refused_write_with_the_same_reference(
     try:
         start_run(api)
         body = call_ok(
-            api, step_index=0, tool="create_order_late",
+            api,
+            step_index=0,
+            tool="create_order_late",
             args={"sku": "A12", "qty": 1, "amount": "19.90"},
-        )  # fmt: skip
+        )
         later.join()
         server, url = started[0]
         requests = httpx.get(f"{url}/_shop/requests", params={"path": "/orders"}).json()["requests"]

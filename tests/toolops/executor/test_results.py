@@ -22,9 +22,14 @@ STRICT_RESULT = {
 
 def stock_tool(name: str, **fields: Any) -> str:
     return tool_toml(
-        name=name, kind="read", url="{shop}/inventory/stock", timeout_s=2.0,
-        backoff_base_s=0.01, params_schema=STOCK_SCHEMA, **fields,
-    )  # fmt: skip
+        name=name,
+        kind="read",
+        url="{shop}/inventory/stock",
+        timeout_s=2.0,
+        backoff_base_s=0.01,
+        params_schema=STOCK_SCHEMA,
+        **fields,
+    )
 
 
 def test_it_degrades_a_result_that_fails_the_result_schema_without_retrying(
@@ -58,9 +63,12 @@ def test_it_degrades_an_exhausted_partial_read_and_runs_the_calls_that_depend_on
         api, step_index=0, tool="stock_partial", args={"sku": "A12"}, tool_call_id="tc-stock"
     )
     reserve = call_ok(
-        api, step_index=1, tool="reserve_stock", args={"sku": "A12", "qty": 1},
+        api,
+        step_index=1,
+        tool="reserve_stock",
+        args={"sku": "A12", "qty": 1},
         depends_on=["tc-stock"],
-    )  # fmt: skip
+    )
 
     assert partial["status"] == "degraded"
     assert partial["attempts"] == 2
@@ -80,9 +88,12 @@ def test_it_fails_an_exhausted_write_and_skips_the_calls_that_depend_on_it(
     shop.fault("/inventory/reservations", fail_next=3, fail_status=503)
 
     reserve = call_ok(
-        api, step_index=0, tool="reserve_stock", args={"sku": "A12", "qty": 1},
+        api,
+        step_index=0,
+        tool="reserve_stock",
+        args={"sku": "A12", "qty": 1},
         tool_call_id="tc-reserve",
-    )  # fmt: skip
+    )
     after = call_ok(
         api, step_index=1, tool="query_stock", args={"sku": "A12"}, depends_on=["tc-reserve"]
     )

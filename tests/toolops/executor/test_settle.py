@@ -326,9 +326,17 @@ def unknown_charge(api: APIClient, shop: Shop, catalog: Any) -> ToolCall:
 
 
 SETTLED_FIELDS = (
-    "status", "result", "error_class", "error_reason", "error_message", "feedback",
-    "finished_at", "settled_by_id", "settle_note", "next_reconcile_at",
-)  # fmt: skip
+    "status",
+    "result",
+    "error_class",
+    "error_reason",
+    "error_message",
+    "feedback",
+    "finished_at",
+    "settled_by_id",
+    "settle_note",
+    "next_reconcile_at",
+)
 
 
 def snapshot(call: ToolCall) -> dict[str, Any]:
@@ -345,9 +353,12 @@ def test_a_person_settles_an_unknown_charge_as_succeeded_once(
     bob = django_user_model.objects.create_user("bob")
 
     settled = call_settle(
-        call=row, by=alice, succeeded=True, note="  charge seen in the PSP dashboard  ",
+        call=row,
+        by=alice,
+        succeeded=True,
+        note="  charge seen in the PSP dashboard  ",
         result={"charge_id": charge["charge_id"]},
-    )  # fmt: skip
+    )
 
     assert settled is True
     first = snapshot(row)

@@ -119,15 +119,26 @@ def left_behind(api: APIClient, *, lease_in: timedelta) -> tuple[ToolCall, Idemp
     start_run(api)
     run = Run.objects.get(run_id="r-1")
     call = ToolCall.objects.create(
-        call_id="c-left", run=run, tool_call_id="tc-left", step_index=4, tool="charge",
-        args=CHARGE_ARGS, args_digest="d", idempotency_key="k" * 64,
-        client_reference="tops-" + "k" * 32, status="in_progress",
-    )  # fmt: skip
+        call_id="c-left",
+        run=run,
+        tool_call_id="tc-left",
+        step_index=4,
+        tool="charge",
+        args=CHARGE_ARGS,
+        args_digest="d",
+        idempotency_key="k" * 64,
+        client_reference="tops-" + "k" * 32,
+        status="in_progress",
+    )
     record = IdempotencyRecord.objects.create(
-        key=call.idempotency_key, call_ref=call.call_id, tool="charge", state="claimed",
-        fence=1, lease_until=timezone.now() + lease_in,
+        key=call.idempotency_key,
+        call_ref=call.call_id,
+        tool="charge",
+        state="claimed",
+        fence=1,
+        lease_until=timezone.now() + lease_in,
         expires_at=timezone.now() + timedelta(days=7),
-    )  # fmt: skip
+    )
     return call, record
 
 

@@ -38,11 +38,16 @@ PUBLIC = "http://console.test"
 
 def stack_env(smtp: SmtpServer, hook: WebhookReceiver, **extra: str) -> dict[str, str]:
     return {
-        **smtp.env(), **hook.env(), "TOOLOPS_PUBLIC_URL": PUBLIC, "TOOLOPS_LOG_LEVEL": "INFO",
+        **smtp.env(),
+        **hook.env(),
+        "TOOLOPS_PUBLIC_URL": PUBLIC,
+        "TOOLOPS_LOG_LEVEL": "INFO",
         # Approved calls whose (test-process) message went elsewhere start at once.
-        "TOOLOPS_APPROVAL_SWEEP_S": "1", "TOOLOPS_APPROVAL_GRACE_S": "1",
-        "TOOLOPS_NOTIFY_WINDOW_S": "1", **extra,
-    }  # fmt: skip
+        "TOOLOPS_APPROVAL_SWEEP_S": "1",
+        "TOOLOPS_APPROVAL_GRACE_S": "1",
+        "TOOLOPS_NOTIFY_WINDOW_S": "1",
+        **extra,
+    }
 
 
 def hold(http: httpx.Client, run_id: str, step: int = 0, **args: str) -> dict[str, Any]:
@@ -72,9 +77,12 @@ def agent_http(
 
 
 def test_a_reviewer_is_told_follows_the_link_and_decides(
-    agent_http: Callable[..., tuple[Worker, httpx.Client]], shop: Shop, smtp: SmtpServer,
-    hook: WebhookReceiver, django_user_model: Any,
-) -> None:  # fmt: skip
+    agent_http: Callable[..., tuple[Worker, httpx.Client]],
+    shop: Shop,
+    smtp: SmtpServer,
+    hook: WebhookReceiver,
+    django_user_model: Any,
+) -> None:
     rita = make_user(django_user_model, "rita", "reviewers", email="rita@example.com")
     raj = make_user(django_user_model, "raj", "reviewers", email="raj@example.com")
     NotificationPreference.objects.create(user=raj, kind="approval_waiting", email=False)
@@ -147,10 +155,14 @@ def test_a_reviewer_is_told_follows_the_link_and_decides(
 
 
 def test_a_burst_is_one_message_and_a_failing_webhook_is_shown_failed(
-    worker: Callable[..., Worker], toolops_server: Callable[..., Any],
-    agent_a: tuple[Agent, str], tmp_path: Path, smtp: SmtpServer, hook: WebhookReceiver,
+    worker: Callable[..., Worker],
+    toolops_server: Callable[..., Any],
+    agent_a: tuple[Agent, str],
+    tmp_path: Path,
+    smtp: SmtpServer,
+    hook: WebhookReceiver,
     django_user_model: Any,
-) -> None:  # fmt: skip
+) -> None:
     make_user(django_user_model, "rita", "reviewers", email="rita@example.com")
     hook.fail_with = 500
     # The server shares the broker the worker will read: the three holds are queued
@@ -160,8 +172,13 @@ def test_a_burst_is_one_message_and_a_failing_webhook_is_shown_failed(
     with httpx.Client(base_url=server.url, headers=auth, timeout=40) as http:
         for n in range(3):
             hold(http, "r-1", step=n, order_id=f"ord-{n}")
-    env = stack_env(smtp, hook, TOOLOPS_NOTIFY_WINDOW_S="5", TOOLOPS_NOTIFY_MAX_ATTEMPTS="3",
-                    TOOLOPS_NOTIFY_RETRY_BASE_S="0.5")  # fmt: skip
+    env = stack_env(
+        smtp,
+        hook,
+        TOOLOPS_NOTIFY_WINDOW_S="5",
+        TOOLOPS_NOTIFY_MAX_ATTEMPTS="3",
+        TOOLOPS_NOTIFY_RETRY_BASE_S="0.5",
+    )
     w = worker(**env)
     assert w.data_dir == tmp_path / "var"
 

@@ -20,9 +20,11 @@ PAGE = "/console/approvals/ap-1/"
 def delivery(django_user_model: Any) -> NotificationDelivery:
     rita = django_user_model.objects.create_user("rita", "rita@example.com", "x")
     event = NotificationEvent.objects.create(
-        key="approval_waiting:ap-1", kind="approval_waiting", ref="ap-1",
+        key="approval_waiting:ap-1",
+        kind="approval_waiting",
+        ref="ap-1",
         link="http://console.example/console/approvals/ap-1/",
-    )  # fmt: skip
+    )
     return NotificationDelivery.objects.create(
         event=event, channel="email", target="rita@example.com", user=rita, status="sent"
     )

@@ -117,9 +117,11 @@ def test_an_approval_decided_before_the_send_tells_nobody(
 
 
 def test_support_is_told_what_was_not_undone(
-    agent_a: tuple[Agent, str], shop: Shop, django_user_model: Any,
+    agent_a: tuple[Agent, str],
+    shop: Shop,
+    django_user_model: Any,
     django_capture_on_commit_callbacks: Any,
-) -> None:  # fmt: skip
+) -> None:
     make_user(django_user_model, "sam", "support", email="sam@example.com")
     make_user(django_user_model, "rita", "reviewers", email="rita@example.com")
     ticket = dead_letter(agent_a[0], error="503 Service Unavailable")
@@ -178,9 +180,12 @@ def test_operators_are_told_a_tool_was_switched_off(
     make_user(django_user_model, "olga", "operators", email="olga@example.com")
     make_user(django_user_model, "rita", "reviewers", email="rita@example.com")
     breaker = CircuitBreaker.objects.create(
-        tool="charge", state="open", reason="5 consecutive failures",
-        opened_at=timezone.now(), open_until=timezone.now() + timedelta(seconds=90),
-    )  # fmt: skip
+        tool="charge",
+        state="open",
+        reason="5 consecutive failures",
+        opened_at=timezone.now(),
+        open_until=timezone.now() + timedelta(seconds=90),
+    )
     with django_capture_on_commit_callbacks():
         events.breaker_opened(tool="charge", opened_at="t1")
 

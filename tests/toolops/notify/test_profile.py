@@ -78,17 +78,26 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_saved(
 
 def test_operators_see_each_deliverys_state_and_error(django_user_model: Any) -> None:
     event = NotificationEvent.objects.create(
-        key="approval_waiting:ap-1", kind="approval_waiting", ref="ap-1",
-        subject="Approval waiting: Charge 89.00 EUR", link="http://localhost:8000/console/approvals/ap-1/",
-    )  # fmt: skip
+        key="approval_waiting:ap-1",
+        kind="approval_waiting",
+        ref="ap-1",
+        subject="Approval waiting: Charge 89.00 EUR",
+        link="http://localhost:8000/console/approvals/ap-1/",
+    )
     NotificationDelivery.objects.create(
-        event=event, channel="webhook", target="reviewers", status="failed", attempts=6,
+        event=event,
+        channel="webhook",
+        target="reviewers",
+        status="failed",
+        attempts=6,
         last_error="Could not connect to the webhook at chat.example.",
-    )  # fmt: skip
+    )
     NotificationEvent.objects.create(
-        key="approval_waiting:ap-2", kind="approval_waiting", ref="ap-2",
+        key="approval_waiting:ap-2",
+        kind="approval_waiting",
+        ref="ap-2",
         note="The approval was approved before it was sent.",
-    )  # fmt: skip
+    )
     olga: Client = logged_in(make_user(django_user_model, "olga", "operators"))
 
     page = olga.get("/console/notifications/").content.decode()
@@ -106,9 +115,13 @@ def failed_delivery(status: str = "failed") -> NotificationDelivery:
         key="breaker_opened:x:1", kind="breaker_opened", ref="x"
     )
     return NotificationDelivery.objects.create(
-        event=event, channel="webhook", target="operators", status=status, attempts=6,
+        event=event,
+        channel="webhook",
+        target="operators",
+        status=status,
+        attempts=6,
         last_error="Could not connect to the webhook at chat.example.",
-    )  # fmt: skip
+    )
 
 
 def test_an_operator_sends_a_failed_message_again(

@@ -10,12 +10,15 @@ from toolops.tools.catalog import CatalogError, parse
 from toolops.tools.facts import facts, title
 
 CHARGE = {
-    "name": "charge", "kind": "irreversible", "url": "http://127.0.0.1:9/charges",
-    "params_schema": {"type": "object"}, "redact": ["card_holder"],
+    "name": "charge",
+    "kind": "irreversible",
+    "url": "http://127.0.0.1:9/charges",
+    "params_schema": {"type": "object"},
+    "redact": ["card_holder"],
     "summary": "Charge {amount} {currency} to {customer} for order {order_id}",
     "display": ["amount", "currency", "card_holder", "charge_id"],
     "searchable": ["order_id", "charge_id", "email"],
-}  # fmt: skip
+}
 
 
 def _spec(**changes: Any) -> Any:

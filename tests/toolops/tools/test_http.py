@@ -81,9 +81,12 @@ def test_it_does_not_reuse_a_connection_left_with_an_unread_body(
 
 def test_a_body_that_stalls_part_way_is_a_timeout(big: BigServer) -> None:
     outcome = http.send(
-        url=f"{big.url}/r?size=1000&cut=stall", method="POST", body={}, headers={},
+        url=f"{big.url}/r?size=1000&cut=stall",
+        method="POST",
+        body={},
+        headers={},
         timeout_s=0.3,
-    )  # fmt: skip
+    )
 
     assert outcome.failure is Failure.TIMEOUT and outcome.message == "no response within 0.3 s"
 

@@ -38,7 +38,7 @@ LOCAL = ToolSpec(name="quote_total", kind="read")
         (
             "ConnectionRefusedError(111, 'Connection refused')",
             "the payments service refused the connection",
-        ),  # fmt: skip
+        ),
         (
             "connection lost mid-request (RemoteDisconnected('Remote end closed'))",
             "the connection to the payments service broke before it answered",
@@ -46,7 +46,7 @@ LOCAL = ToolSpec(name="quote_total", kind="read")
         (
             "the response body is not JSON",
             "the payments service answered with something that is not JSON",
-        ),  # fmt: skip
+        ),
         (
             "request failed (SSLError)",
             "calling the payments service failed unexpectedly (SSLError)",

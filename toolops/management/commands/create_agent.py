@@ -28,9 +28,10 @@ class Command(BaseCommand):
             "TOOLOPS_AGENT_RATE_LIMIT_PER_MINUTE, 600 unless set).",
         )
         parser.add_argument(
-            "--owner", default=None,
+            "--owner",
+            default=None,
             help="Username of the person who runs the agent: they cannot approve its calls.",
-        )  # fmt: skip
+        )
         parser.add_argument(
             "--rotate",
             action="store_true",

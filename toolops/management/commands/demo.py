@@ -258,11 +258,23 @@ class Command(BaseCommand):
     def _start_worker(self, children: list[Child], env: dict[str, str], log_dir: Path) -> None:
         worker = start_child(
             "worker",
-            ["-m", "celery", "-A", "toolops", "worker", "-B", "--loglevel", "warning",
-             "--concurrency", "2", "--pool", "threads"],
+            [
+                "-m",
+                "celery",
+                "-A",
+                "toolops",
+                "worker",
+                "-B",
+                "--loglevel",
+                "warning",
+                "--concurrency",
+                "2",
+                "--pool",
+                "threads",
+            ],
             env,
             log_dir,
-        )  # fmt: skip
+        )
         children.append(worker)
         # The banner lists the queues once the app is configured; it must then stay up.
         wait_until(worker, log_contains(worker, "[queues]"), 60, "no start-up banner")
