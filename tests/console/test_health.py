@@ -95,7 +95,7 @@ def test_it_shows_a_tripped_and_a_forced_breaker(
         open_until=opened + timedelta(seconds=60),
         reason="3 consecutive failures",
     )
-    breaker.force_open(tool="send_notification", seconds=600, reason="mail relay blacklisted")
+    breaker.breaker_force_open(tool="send_notification", seconds=600, reason="mail relay blacklisted")
     CircuitBreaker.objects.create(
         tool="query_order",
         state="half_open",
@@ -180,7 +180,7 @@ def test_it_shows_every_tool_in_a_constant_number_of_queries(
     if busy:
         for name in registry.load():
             attempts(call, name, 1, "failure", "success", "neutral")
-            breaker.force_open(tool=name, seconds=60, reason="busy")
+            breaker.breaker_force_open(tool=name, seconds=60, reason="busy")
 
     with django_assert_num_queries(HEALTH_QUERIES):
         response = operator_client.get("/console/health/")
@@ -256,7 +256,7 @@ def test_it_forces_open_a_breaker_that_had_tripped(
 def test_it_resets_a_forced_breaker_and_audits_it(
     operator: Any, operator_client: Client, console_catalog: Any
 ) -> None:
-    breaker.force_open(tool="create_order", seconds=600, reason="maintenance")
+    breaker.breaker_force_open(tool="create_order", seconds=600, reason="maintenance")
     CircuitBreaker.objects.filter(tool="create_order").update(consecutive_failures=4)
 
     response = operator_client.post(RESET)
@@ -321,7 +321,7 @@ def test_it_rejects_bad_input_and_changes_nothing(
 def test_it_forbids_non_operators(
     persona: str, url: str, request: Any, console_catalog: Any
 ) -> None:
-    breaker.force_open(tool="create_order", seconds=60, reason="held")
+    breaker.breaker_force_open(tool="create_order", seconds=60, reason="held")
     before = breaker_fields()
     client = logged_in(request.getfixturevalue(persona))
 

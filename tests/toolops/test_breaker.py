@@ -121,9 +121,9 @@ def test_it_can_be_forced_open_and_reset_by_an_operator(
 ) -> None:
     add_flaky_tool(settings, shop)
     api.post("/api/v1/runs", {"run_id": "r-f"}, format="json")
-    breaker.force_open(tool="flaky_stock", seconds=3600, reason="maintenance")
+    breaker.breaker_force_open(tool="flaky_stock", seconds=3600, reason="maintenance")
     assert call(api, "r-f", 0)["error"]["reason"] == "circuit_open"
-    breaker.reset(tool="flaky_stock")
+    breaker.breaker_reset(tool="flaky_stock")
     assert call(api, "r-f", 1)["status"] == "succeeded"
     assert len(shop.requests("/inventory/stock")) == 1
 
@@ -180,7 +180,7 @@ def test_it_shares_state_between_processes_and_probes_once(
 def test_it_lets_an_operators_hold_run_out(api: APIClient, shop: Shop, settings: Any) -> None:
     add_flaky_tool(settings, shop)
     api.post("/api/v1/runs", {"run_id": "r-h"}, format="json")
-    breaker.force_open(tool="flaky_stock", seconds=60, reason="maintenance")
+    breaker.breaker_force_open(tool="flaky_stock", seconds=60, reason="maintenance")
     assert call(api, "r-h", 0)["error"]["reason"] == "circuit_open"
 
     from datetime import timedelta
@@ -190,6 +190,6 @@ def test_it_lets_an_operators_hold_run_out(api: APIClient, shop: Shop, settings:
     CircuitBreaker.objects.filter(tool="flaky_stock").update(
         open_until=timezone.now() - timedelta(seconds=5)
     )
-    assert "flaky_stock" not in breaker.availability()
+    assert "flaky_stock" not in breaker.breaker_availability()
     assert call(api, "r-h", 1)["status"] == "succeeded"
     assert CircuitBreaker.objects.get(tool="flaky_stock").forced is False

@@ -18,20 +18,15 @@ from __future__ import annotations
 
 from toolops.breaker_state import BreakerState, breaker_state_of, breaker_states
 
-from .approved import execute_held_call as approved_call_execute
-from .approved import take_up as approved_call_take_up
-from .breaker import availability as breaker_availability
-from .breaker import force_open as breaker_force_open
-from .breaker import reset as breaker_reset
+from .approved import approved_call_execute, approved_call_take_up
+from .breaker import breaker_availability, breaker_force_open, breaker_reset
 from .context import CallContext, check_deadline, read_context
 from .errors import BadCallRequest, RunNotRunning, ToolCallConflict
-from .feedback import result_unavailable as result_unavailable_feedback
-from .gate import release as held_call_release
+from .feedback import result_unavailable_feedback
+from .gate import held_call_release
 from .pipeline import submit
 from .prepare import CallAnswer, CallRequest, Prepared, prepare
-from .register import discard as compensations_discard
-from .register import start as compensations_start
-from .register import wake as compensations_wake
+from .register import compensations_discard, compensations_start, compensations_wake
 from .settle import (
     RECONCILE_MAX_ATTEMPTS,
     call_reconcile,

@@ -24,7 +24,7 @@ from toolops.tools.spec import ToolSpec
 
 from . import feedback
 from .context import CallContext
-from .execution import end
+from .endings import end
 
 Status = ToolCall.Status
 Reason = ToolCall.Reason

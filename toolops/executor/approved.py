@@ -13,14 +13,14 @@ from toolops.policy import limits as spend
 from toolops.tools import registry
 
 from . import claims, feedback
-from .budget import Tokens
+from .budget import Budget
 from .execution import Execution
 from .record import record
 
 Status = ToolCall.Status
 
 
-def take_up(*, call: ToolCall) -> int | None:
+def approved_call_take_up(*, call: ToolCall) -> int | None:
     """Take up the held call's claim for the worker that executes it: the hold's fence
     (1) becomes 2, with an ordinary lease. None — nothing will be sent — when the claim
     is no longer the hold's (a sweep recovered the call meanwhile), or the tool left the
@@ -32,13 +32,13 @@ def take_up(*, call: ToolCall) -> int | None:
     return claims.reclaim(key=call.idempotency_key, lease_s=claims.lease_s(spec))
 
 
-def execute_held_call(*, call: ToolCall, fence: int) -> str:
-    """Run an approved call once, under the fence `take_up` returned. Its status when
+def approved_call_execute(*, call: ToolCall, fence: int) -> str:
+    """Run an approved call once, under the fence `approved_call_take_up` returned. Its status when
     done."""
     spec = registry.get(call.tool)
-    assert spec is not None  # take_up checked, a moment ago
+    assert spec is not None  # approved_call_take_up checked, a moment ago
     run = call.run
-    execution = Execution(run=run, call=call, spec=spec, tokens=Tokens(run, 0), fence=fence)
+    execution = Execution(call=call, spec=spec, budget=Budget(run), fence=fence)
     execution.run_attempts()
     record(execution, insert=False)
     return execution.call.status

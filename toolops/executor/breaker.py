@@ -8,8 +8,10 @@ on its failure. Times are the database's, like the claims' leases."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
 
 from django.db import connection
 from django.db.models import Count, DurationField, Q, Value
@@ -51,50 +53,68 @@ def health_of(outcome: Outcome) -> str:
     return Health.NEUTRAL
 
 
-STATE_COLUMNS = (
-    "tool",
-    "state",
-    "consecutive_failures",
-    "open_until",
-    "probe_until",
-    "forced",
-    "due",
-    "probe_lapsed",
-)
+@dataclass(frozen=True)
+class BreakerRow:
+    """A tool's breaker as `admit` reads it, with the database's verdict on its times
+    (`due`: open_until has passed; `probe_lapsed`: probe_until has). `exists` is False
+    when the tool has no breaker row yet (it is closed)."""
+
+    exists: bool
+    state: str = State.CLOSED
+    consecutive_failures: int = 0
+    open_until: datetime | None = None
+    probe_until: datetime | None = None
+    forced: bool = False
+    due: bool = False
+    probe_lapsed: bool = False
+
+    WIDTH: ClassVar[int] = 8  # columns in `columns`
+
+    @staticmethod
+    def columns(alias: str) -> str:
+        """The row's columns, for a statement that reads them along with others."""
+        now = claims.now_sql()
+        return (
+            f"{alias}.tool, {alias}.state, {alias}.consecutive_failures, {alias}.open_until, "
+            f"{alias}.probe_until, {alias}.forced, {alias}.open_until <= {now}, "
+            f"{alias}.probe_until < {now}"
+        )
+
+    @classmethod
+    def load(cls, values: Sequence[Any]) -> BreakerRow:
+        tool, state, failures, open_until, probe_until, forced, due, lapsed = values
+        if tool is None:
+            return cls(exists=False)
+        return cls(
+            exists=True,
+            state=str(state),
+            consecutive_failures=int(failures),
+            open_until=_as_datetime(open_until),
+            probe_until=_as_datetime(probe_until),
+            forced=bool(forced),
+            due=bool(due),
+            probe_lapsed=bool(lapsed),
+        )
 
 
-def state_sql(alias: str) -> str:
-    """The breaker columns admit() needs, for a query that reads them along with others."""
-    now = claims.now_sql()
-    return (
-        f"{alias}.tool, {alias}.state, {alias}.consecutive_failures, {alias}.open_until, "
-        f"{alias}.probe_until, {alias}.forced, {alias}.open_until <= {now}, "
-        f"{alias}.probe_until < {now}"
-    )
-
-
-def read_state(tool: str) -> tuple[object, ...] | None:
+def read_state(tool: str) -> BreakerRow:
     # Read on every attempt: hand-written, since compiling it costs more than running it.
-    sql = f"SELECT {state_sql('b')} FROM toolops_circuitbreaker b WHERE b.tool = %s"
+    sql = f"SELECT {BreakerRow.columns('b')} FROM toolops_circuitbreaker b WHERE b.tool = %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, [tool])
-        return cursor.fetchone()
+        found = cursor.fetchone()
+    return BreakerRow(exists=False) if found is None else BreakerRow.load(found)
 
 
-def admit(spec: ToolSpec, known: tuple[object, ...] | None = None) -> Admission:
-    """May an attempt go out? `known`: the state as just read with the run (the first
+def admit(spec: ToolSpec, known: BreakerRow | None = None) -> Admission:
+    """May an attempt go out? `known`: the breaker as just read with the run (the first
     attempt of a call, context.py), to spare a round trip; None: read it now."""
-    found = read_state(spec.name) if known is None else known
-    row = None
-    if isinstance(found, tuple) and found[0] is not None:
-        row = dict(zip(STATE_COLUMNS, found, strict=True))
-        row["open_until"] = _as_datetime(row["open_until"])
-        row["probe_until"] = _as_datetime(row["probe_until"])
-    if row is None or (row["state"] == State.CLOSED):
-        return Admission(allowed=True, dirty=bool(row and row["consecutive_failures"]))
-    if row["forced"]:
-        if not row["due"]:
-            return Admission(allowed=False, available_at=row["open_until"])
+    row = read_state(spec.name) if known is None else known
+    if not row.exists or row.state == State.CLOSED:
+        return Admission(allowed=True, dirty=bool(row.consecutive_failures))
+    if row.forced:
+        if not row.due:
+            return Admission(allowed=False, available_at=row.open_until)
         # An operator's hold has run out: closed again, as if reset.
         CircuitBreaker.objects.filter(tool=spec.name, forced=True, open_until__lte=Now()).update(
             state=State.CLOSED,
@@ -105,20 +125,20 @@ def admit(spec: ToolSpec, known: tuple[object, ...] | None = None) -> Admission:
             reason="",
         )
         return Admission(allowed=True)
-    if row["state"] == State.OPEN and row["due"]:
+    if row.state == State.OPEN and row.due:
         won = CircuitBreaker.objects.filter(
             tool=spec.name, state=State.OPEN, forced=False, open_until__lte=Now()
         ).update(state=State.HALF_OPEN, probe_until=Now() + _seconds(_probe_lease(spec)))
         if won == 1:
             return Admission(allowed=True, probe=True, dirty=True)
-    elif row["state"] == State.HALF_OPEN and row["probe_lapsed"]:
+    elif row.state == State.HALF_OPEN and row.probe_lapsed:
         # The probe's holder died without reporting: the next request probes instead.
         won = CircuitBreaker.objects.filter(
             tool=spec.name, state=State.HALF_OPEN, probe_until__lt=Now()
         ).update(probe_until=Now() + _seconds(_probe_lease(spec)))
         if won == 1:
             return Admission(allowed=True, probe=True, dirty=True)
-    until = row["open_until"] if row["state"] == State.OPEN else row["probe_until"]
+    until = row.open_until if row.state == State.OPEN else row.probe_until
     return Admission(allowed=False, available_at=until)
 
 
@@ -194,7 +214,7 @@ def _trip(spec: ToolSpec, reason: str, from_states: tuple[str, ...] = (State.CLO
         notify.breaker_opened(tool=spec.name, opened_at=str(opened[0] if opened else ""))
 
 
-def force_open(*, tool: str, seconds: float, reason: str) -> None:
+def breaker_force_open(*, tool: str, seconds: float, reason: str) -> None:
     """An operator holds the breaker open (until reset, or for `seconds`)."""
     until = timezone.now() + timedelta(seconds=seconds)
     CircuitBreaker.objects.update_or_create(
@@ -210,7 +230,7 @@ def force_open(*, tool: str, seconds: float, reason: str) -> None:
     )
 
 
-def reset(*, tool: str) -> None:
+def breaker_reset(*, tool: str) -> None:
     CircuitBreaker.objects.filter(tool=tool).update(
         state=State.CLOSED,
         consecutive_failures=0,
@@ -221,7 +241,7 @@ def reset(*, tool: str) -> None:
     )
 
 
-def availability() -> dict[str, datetime | None]:
+def breaker_availability() -> dict[str, datetime | None]:
     """Tools that are not available now → when they will be tried again. An open breaker
     whose cool-down has passed is available: its next call is the probe."""
     rows = CircuitBreaker.objects.filter(

@@ -4,8 +4,9 @@ clocks drift; the database's is the one they all share)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -36,7 +37,7 @@ def now_sql() -> str:
     return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 
 
-def now_plus_sql() -> tuple[str, object]:
+def now_plus_sql() -> tuple[str, Callable[[float], float | str]]:
     """SQL for now + N seconds, and a function turning N into its parameter."""
     if connection.vendor == "postgresql":
         return "statement_timestamp() + %s * interval '1 second'", float
@@ -45,7 +46,7 @@ def now_plus_sql() -> tuple[str, object]:
 
 def claim_sql(
     *, key: str, call_ref: str, tool: str, lease_s: float, ttl_s: float, only_if: str = ""
-) -> tuple[str, list[object]]:
+) -> tuple[str, list[Any]]:
     """The claim: an INSERT that does nothing when the key is taken, RETURNING 1 if won.
     `only_if`: an SQL condition (on earlier CTEs) without which nothing is claimed."""
     plus, param = now_plus_sql()
@@ -58,10 +59,10 @@ def claim_sql(
         f'INSERT INTO {TABLE} ("key", call_ref, tool, state, fence, lease_until, created_at, '
         f'expires_at) {rows} ON CONFLICT ("key") DO NOTHING RETURNING 1'
     )
-    return sql, [key, call_ref, tool, param(lease_s), param(ttl_s)]  # type: ignore[operator]
+    return sql, [key, call_ref, tool, param(lease_s), param(ttl_s)]
 
 
-def now_minus_sql() -> tuple[str, object]:
+def now_minus_sql() -> tuple[str, Callable[[float], float | str]]:
     """SQL for now − N seconds, and a function turning N into its parameter."""
     if connection.vendor == "postgresql":
         return "statement_timestamp() - %s * interval '1 second'", float
@@ -81,7 +82,7 @@ def state_sql(alias: str) -> str:
     return f"{alias}.state, {alias}.fence, {alias}.call_ref, {alias}.lease_until < {now_sql()}"
 
 
-def state_from_row(row: Sequence[object]) -> ClaimState | None:
+def state_from_row(row: Sequence[Any]) -> ClaimState | None:
     state, fence, call_ref, expired = row
     if state is None:
         return None
@@ -123,7 +124,7 @@ def take_over(*, key: str, seen_fence: int, lease_s: float) -> int | None:
         "RETURNING fence"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [param(lease_s), key, seen_fence])  # type: ignore[operator]
+        cursor.execute(sql, [param(lease_s), key, seen_fence])
         row = cursor.fetchone()
     return None if row is None else int(row[0])
 
@@ -144,11 +145,11 @@ def renew(*, key: str, fence: int, lease_s: float) -> bool:
         f'WHERE "key" = %s AND {STILL_CLAIMED} AND fence = %s'
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [param(lease_s), key, fence])  # type: ignore[operator]
+        cursor.execute(sql, [param(lease_s), key, fence])
         return cursor.rowcount == 1
 
 
-def record_sql(*, key: str, fence: int) -> tuple[str, list[object]]:
+def record_sql(*, key: str, fence: int) -> tuple[str, list[Any]]:
     """Mark the claim recorded — only while we still hold it (the fencing token)."""
     sql = (
         f"UPDATE {TABLE} SET state = 'recorded', recorded_at = {now_sql()} "
@@ -174,7 +175,7 @@ def reclaim(*, key: str, lease_s: float) -> int | None:
         "WHERE \"key\" = %s AND state = 'claimed' AND fence = 1 RETURNING fence"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [param(lease_s), key])  # type: ignore[operator]
+        cursor.execute(sql, [param(lease_s), key])
         row = cursor.fetchone()
     return None if row is None else int(row[0])
 

@@ -1,7 +1,7 @@
 """The attempts of one call: the part of the path that talks to the downstream
 (DESIGN.md): breaker → budget → attempt → classify → backoff, and an unknown outcome
-reconciled by asking the tool's query tool. Each ending is set on the call (`end`); the
-result is recorded after, by record.py.
+reconciled by asking the tool's query tool. Each ending is set on the call (endings.py);
+the result is recorded after, by record.py.
 
 Used by the agent's calls (pipeline.py), approved calls (approved.py), recovered claims
 (replay.py) and the worker's undo calls (undo.py)."""
@@ -9,86 +9,53 @@ Used by the agent's calls (pipeline.py), approved calls (approved.py), recovered
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F
 from django.utils import timezone
 
 from toolops.crash import crash_point
-from toolops.models import Attempt, Run, ToolCall, new_span_id
+from toolops.models import Attempt, ToolCall, new_span_id
 from toolops.tools.outcome import Failure, Outcome
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
 from . import backoff, breaker, claims, feedback
-from .budget import Tokens
+from .breaker import BreakerRow
+from .budget import Budget
 from .classify import Classified, Verdict, classify
-from .prepare import validator
+from .endings import Endings, end
 from .reconcile import QueryResult, query_outcome
 from .transport import send
 
 Status = ToolCall.Status
 Reason = ToolCall.Reason
 
-# An unknown outcome whose query failed is asked again by the worker from this delay on.
-RECONCILE_FIRST_S = 5.0
 
-
-def end(
-    call: ToolCall, status: str, error_class: str, reason: str, message: str, text: str
-) -> None:
-    call.status = status
-    call.error_class = error_class
-    call.error_reason = reason
-    # A downstream's error (or the schema's verdict) may quote the args back.
-    call.error_message = traces.redact_text(message, call=call)[:2000]
-    call.feedback = traces.redact_text(text, call=call)
-    call.finished_at = timezone.now()
-
-
-class Execution:
+class Execution(Endings):
     """The attempts of one call and their recording.
 
-    `undo=True` for the worker's compensation calls: they are outside the run's budget
-    (an exhausted run must still be undone), their spans start a trace of their own, and
-    their waits grow on every retry (one worker, no herd to spread)."""
+    A call outside the run's budget (`budget.counted` False: the worker's compensation
+    calls, as an exhausted run must still be undone) has its spans start a trace of
+    their own, and its waits grow on every retry (one worker, no herd to spread)."""
 
     def __init__(
         self,
         *,
-        run: Run,
         call: ToolCall,
         spec: ToolSpec,
-        tokens: Tokens,
+        budget: Budget,
         fence: int | None,
-        undo: bool = False,
         trace_id: str | None = None,
-        breaker_state: tuple[object, ...] | None = None,
+        breaker_row: BreakerRow | None = None,
     ) -> None:
-        self.run = run
-        self.call = call
-        self.spec = spec
-        self.tokens = tokens
+        super().__init__(call=call, spec=spec, run=budget.run)
+        self.budget = budget
         self.fence = fence
-        self.budgeted = not undo
-        self.trace_id = trace_id or run.trace_id
-        self.rows: list[Attempt] = []
-        self.unreserved_attempts = 0  # attempts not yet added to the run's usage
-        # The first attempt was reserved by the claim statement (budget.upfront); given
-        # back at the record if it was never made.
-        self.prereserved = False
-        # Whether the record must settle the run's usage: a limit was reached, or a
-        # reservation was made outside the claim (None: not yet known, settle).
-        self.limit_reached: bool | None = None
+        self.trace_id = trace_id or budget.run.trace_id
         self.lost_claim = False
         self.resumed = False  # taken over from a holder that died
-        # An attempt of a write went out and no answer says what became of it (a timeout,
-        # a reset, a 502 after the commit): retried under its key, but if the retries end
-        # without an answer the write may have been done (_maybe_done).
-        self.maybe_done = False
         # The tool's breaker as read with the run (context.py), for the first attempt.
-        self.breaker_state = breaker_state
+        self.breaker_row = breaker_row
 
     # -- attempts ---------------------------------------------------------------------
 
@@ -142,12 +109,12 @@ class Execution:
             self.lost_claim = True
             return None
         # The first attempt may use the breaker state read along with the run.
-        admission = breaker.admit(spec, self.breaker_state)
-        self.breaker_state = None  # later attempts read it afresh
+        admission = breaker.admit(spec, self.breaker_row)
+        self.breaker_row = None  # later attempts read it afresh
         if not admission.allowed:
             self._circuit_open(admission.available_at)
             return None
-        if not self._reserve_attempt():
+        if not self.budget.reserve_attempt():
             what = f"max_attempts {self.run.max_attempts} reached"
             message = f"{what}; {last_message}".strip("; ")
             if self._maybe_done(message):
@@ -212,7 +179,7 @@ class Execution:
             base_s=spec.backoff_base_s,
             cap_s=spec.backoff_cap_s,
             retry_after=outcome.retry_after,
-            jitter="full" if self.budgeted else "growing",
+            jitter="full" if self.budget.counted else "growing",
         )
         # A long wait (an undo's backoff reaches 30 s) must not let the lease lapse and
         # invite a takeover while we sleep.
@@ -317,152 +284,10 @@ class Execution:
             key=self.call.idempotency_key, fence=self.fence, lease_s=claims.lease_s(self.spec)
         )
 
-    def _reserve_attempt(self) -> bool:
-        run = self.run
-        if self.prereserved:
-            self.prereserved = False
-            return True
-        if run.max_attempts is None or not self.budgeted:
-            self.unreserved_attempts += 1
-            return True
-        self.limit_reached = None  # reserved here: the record settles the run's usage
-        # The executor never starts an attempt that would go past max_attempts: reserve
-        # it first, atomically, against every other call of the run.
-        return (
-            Run.objects.filter(pk=run.pk, attempts_used__lt=run.max_attempts).update(
-                attempts_used=F("attempts_used") + 1
-            )
-            == 1
-        )
-
     def _past_deadline(self, wait_s: float) -> bool:
         run = self.run
         return (
-            self.budgeted
+            self.budget.counted
             and run.max_seconds is not None
             and run.seconds_used() + wait_s >= run.max_seconds
         )
-
-    def _succeeded(self, body: Any, text: str | None = None) -> None:
-        call, spec = self.call, self.spec
-        # Stored redacted (the full result sealed in `result_sealed`); the agent gets it whole.
-        traces.result_seal(call, body, spec=spec)
-        if spec.result_schema is not None:
-            errors = list(validator(spec.result_schema, formats=False).iter_errors(body))
-            if errors:
-                first = errors[0]
-                where = ".".join(str(p) for p in first.absolute_path)
-                message = f"result {where + ': ' if where else ''}{first.message}"
-                end(
-                    call,
-                    Status.DEGRADED,
-                    "fatal",
-                    Reason.RESULT_INVALID,
-                    message,
-                    feedback.result_invalid(spec.name, message),
-                )
-                return
-        end(call, Status.SUCCEEDED, "", "", "", text or feedback.succeeded(spec.name))
-
-    def _too_large(self, message: str) -> None:
-        """A 2xx answer past TOOLOPS_DOWNSTREAM_MAX_BYTES, left unread. A read ends
-        `failed`: nothing changed and nothing usable came back. A write took effect, so it
-        ends `degraded` with no result — `failed` would invite the model to send it again —
-        and its undo is registered as for any write that was done."""
-        call, name = self.call, self.spec.name
-        if self.spec.is_read:
-            end(
-                call,
-                Status.FAILED,
-                "fatal",
-                Reason.DOWNSTREAM_ERROR,
-                message,
-                feedback.too_large(name, message, done=False),
-            )
-        else:
-            message = f"{message}; the write took effect"
-            end(
-                call,
-                Status.DEGRADED,
-                "fatal",
-                Reason.DOWNSTREAM_ERROR,
-                message,
-                feedback.too_large(name, message, done=True),
-            )
-
-    def _circuit_open(self, until: datetime | None) -> None:
-        when = until.isoformat(timespec="seconds").replace("+00:00", "Z") if until else None
-        message = f"circuit open{f' until {when}' if when else ''}"
-        if self._maybe_done(message):
-            return
-        end(
-            self.call,
-            Status.FAILED,
-            "retry",
-            Reason.CIRCUIT_OPEN,
-            message,
-            feedback.circuit_open(self.spec.name, when),
-        )
-
-    def _exhausted(self, message: str, reason: str = Reason.DOWNSTREAM_ERROR) -> None:
-        call, spec = self.call, self.spec
-        if self._maybe_done(message, reason):
-            return
-        if spec.allow_partial:
-            end(
-                call,
-                Status.DEGRADED,
-                "retry",
-                reason,
-                message,
-                feedback.partial(spec.name, message),
-            )
-        else:
-            end(
-                call,
-                Status.FAILED,
-                "retry",
-                reason,
-                message,
-                feedback.exhausted(spec.name, call.attempts, message),
-            )
-
-    def _maybe_done(self, message: str, reason: str = Reason.TIMEOUT) -> bool:
-        """A write with an undo, or irreversible, whose retries stop (attempts, budget,
-        breaker, deadline) after an attempt that may have taken effect must not end
-        `failed`: its effect would be neither known nor undone. Its query tool settles it
-        (found: succeeded, and its undo registered; not found: the ending as planned, and
-        False), else it ends `unknown` for a person. True when it ended the call."""
-        spec = self.spec
-        if not self.maybe_done or (spec.compensation is None and spec.kind != "irreversible"):
-            return False
-        message = f"{message}; an earlier attempt may have taken effect"
-        if spec.query is not None:
-            return self.reconcile(message, reason=reason) is not QueryResult.NOT_FOUND
-        self.settle_unknown(message, reason=reason)
-        return True
-
-    def settle_unknown(self, message: str, reason: str = Reason.TIMEOUT) -> None:
-        query = self.spec.query.tool if self.spec.query else None
-        end(
-            self.call,
-            Status.UNKNOWN,
-            "unknown",
-            reason,
-            message,
-            feedback.unknown(self.spec.name, message, query=query),
-        )
-        self.call.finished_at = None  # not finished: it is being reconciled
-        if self.spec.query is not None:
-            self.call.next_reconcile_at = timezone.now() + timedelta(seconds=RECONCILE_FIRST_S)
-
-    def reconcile(self, message: str, reason: str = Reason.TIMEOUT) -> QueryResult:
-        """Ask the tool's query tool what became of the write (DESIGN.md "unknown")."""
-        outcome, found, looks = query_outcome(self.spec, self.call, self.run)
-        self.rows.extend(looks)
-        if outcome is QueryResult.FOUND:
-            assert self.spec.query is not None
-            self._succeeded(found, text=feedback.reconciled(self.spec.name, self.spec.query.tool))
-        elif outcome is QueryResult.FAILED:
-            self.settle_unknown(message, reason=reason)
-        return outcome

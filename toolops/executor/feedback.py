@@ -202,7 +202,7 @@ def args_unavailable(tool: str) -> str:
     )
 
 
-def result_unavailable(tool: str) -> str:
+def result_unavailable_feedback(tool: str) -> str:
     return _cap(
         f"ToolOps could not decrypt this {tool} call's result, so `result` is null; the "
         "call's status stands. Do not call it again to get the result: ask an operator."

@@ -25,10 +25,12 @@ from toolops.policy.verdict import Verdict
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import claims, feedback, replay, store
+from . import claims, feedback, replay
 from .budget import charge_run
 from .errors import RunNotRunning
 from .prepare import CallAnswer, CallRequest
+from .statements.claim import claim
+from .statements.parts import is_tool_call_id_clash
 
 # A held call's claim outlives its approval by this much: the expiry task ends it first.
 HOLD_LEASE_MARGIN_S = 300
@@ -132,7 +134,7 @@ def hold(
                 run.refresh_from_db(fields=["status"])
                 raise RunNotRunning(run)
             call.approval = _approval_open(run=run, call=call, need=need)
-            claimed = store.claim_and_charge(
+            claimed = claim(
                 call,
                 lease_s=need.ttl_s + HOLD_LEASE_MARGIN_S,
                 ttl_s=claims.ttl_s(),
@@ -156,7 +158,7 @@ def hold(
     except _LostClaim:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
     except IntegrityError as exc:
-        if not store.is_tool_call_id_clash(exc):
+        if not is_tool_call_id_clash(exc):
             raise
         existing = replay.by_tool_call_id(run, request)
         return replay.answer_existing(existing, request, call.args_digest, spec)
@@ -206,7 +208,7 @@ def takes_run_past_max_tokens(run: Run, tokens: int) -> bool:
     return bool(tokens) and run.max_tokens is not None and run.tokens_used + tokens > run.max_tokens
 
 
-def release(*, call: ToolCall, expired: bool, by_person: bool, note: str) -> bool:
+def held_call_release(*, call: ToolCall, expired: bool, by_person: bool, note: str) -> bool:
     """End a held call that will never run — its approval rejected or expired, or its run
     ended first — and record its claim, so the same request again answers this ending.
     False when the call no longer waited (nothing changed)."""

@@ -6,7 +6,7 @@ from replay.py on; toolops.services.call_create makes the first two:
     replay.py      a repeat of an earlier call is answered with it
     depends.py     dependency check
     gate.py        approval gate (budget and breaker are asked by the attempts)
-    claims.py      claim the idempotency record (store.py: with the call row)
+    statements/    the three round trips of a write: context, claim, result
     execution.py   attempts: breaker, budget, timeout, classify, backoff, reconcile
     record.py      record the result + register the compensation, one statement
     feedback.py    the line for the model, set by every ending
@@ -32,14 +32,17 @@ from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import admit, budget, claims, depends, feedback, gate, replay, store
-from .budget import Tokens
+from . import admit, claims, depends, feedback, gate, replay
+from .budget import Budget
 from .context import CallContext
+from .endings import end
 from .errors import RunNotRunning
-from .execution import Execution, end
+from .execution import Execution
 from .keys import client_reference
 from .prepare import CallAnswer, CallRequest, Prepared
 from .record import record, record_unexecuted
+from .statements.claim import claim
+from .statements.parts import is_tool_call_id_clash
 from .wait import wait_for
 
 Status = ToolCall.Status
@@ -77,9 +80,9 @@ def _answer(context: CallContext, request: CallRequest, prepared: Prepared) -> C
         return earlier
     failed_dependencies = depends.failed(run, request.depends_on)
     call = _new_call(run, request, prepared)
-    tokens = Tokens(run, request.tokens)
+    budget = Budget(run, request.tokens)
     if _refused(call, prepared, failed_dependencies):
-        return record_unexecuted(call, tokens)
+        return record_unexecuted(call, budget)
     spec, key = prepared.spec, prepared.key
     assert spec is not None and key is not None
     # Reads carry a key too (API.md: Idempotency-Key is always sent), made the same way.
@@ -88,23 +91,23 @@ def _answer(context: CallContext, request: CallRequest, prepared: Prepared) -> C
     # approval, or spend the claim reserves.
     verdict = admit.verdict(context, call, spec, prepared.args)
     if verdict is not None and admit.refused(call, verdict):
-        return record_unexecuted(call, tokens)
+        return record_unexecuted(call, budget)
     if spec.is_read:
-        return _read(context, call, spec, tokens, request, verdict)
+        return _read(context, call, spec, budget, request, verdict)
     # The approval gate: one question, and nothing read or written when the answer is no.
     need = gate.approval_needed(
         run=run, spec=spec, duplicate_of=context.session_duplicate_pk, verdict=verdict
     )
     if need is not None and not gate.takes_run_past_max_tokens(run, request.tokens):
-        return _hold(context, call, spec, tokens, request, verdict, need, admit.holds(verdict))
-    return _claim_and_run(context, call, spec, tokens, request, verdict)
+        return _hold(context, call, spec, budget, request, verdict, need, admit.holds(verdict))
+    return _claim_and_run(context, call, spec, budget, request, verdict)
 
 
 def _hold(
     context: CallContext,
     call: ToolCall,
     spec: ToolSpec,
-    tokens: Tokens,
+    budget: Budget,
     request: CallRequest,
     verdict: Verdict | None,
     need: gate.Need,
@@ -115,14 +118,14 @@ def _hold(
     if not isinstance(held, gate.OverLimit):
         return held
     assert verdict is not None  # only a policy's limits can be over
-    return _over_limit(context, call, spec, tokens, request, verdict, held.indexes, need)
+    return _over_limit(context, call, spec, budget, request, verdict, held.indexes, need)
 
 
 def _over_limit(
     context: CallContext,
     call: ToolCall,
     spec: ToolSpec,
-    tokens: Tokens,
+    budget: Budget,
     request: CallRequest,
     verdict: Verdict,
     over: tuple[int, ...],
@@ -146,7 +149,7 @@ def _over_limit(
             return held
         over, call.policy_rules = held.indexes, decided
     admit.end_over_limit(call, verdict, over, context.run.agent_id)
-    return record_unexecuted(call, tokens)
+    return record_unexecuted(call, budget)
 
 
 def _new_call(run: Run, request: CallRequest, prepared: Prepared) -> ToolCall:
@@ -214,29 +217,24 @@ def _read(
     context: CallContext,
     call: ToolCall,
     spec: ToolSpec,
-    tokens: Tokens,
+    budget: Budget,
     request: CallRequest,
     verdict: Verdict | None,
 ) -> CallAnswer:
     """Reads pass through: no claim, and the call row is written once, at the end. A
     read a limit counts reserves first, on its own; past the limit it is refused (a read
     is never held for a person)."""
-    if tokens.charge_now():
+    if budget.charge_tokens_now():
         _end_over_tokens(call)
         call.policy_holds = None
-        return record_unexecuted(call, tokens)
+        return record_unexecuted(call, budget)
     over = admit.reserve_now(call, verdict, context.run.agent_id)
     if over:
         assert verdict is not None
         admit.end_over_limit(call, verdict, over, context.run.agent_id)
-        return record_unexecuted(call, tokens)
+        return record_unexecuted(call, budget)
     execution = Execution(
-        run=context.run,
-        call=call,
-        spec=spec,
-        tokens=tokens,
-        fence=None,
-        breaker_state=context.breaker_state,
+        call=call, spec=spec, budget=budget, fence=None, breaker_row=context.breaker
     )
     execution.run_attempts()
     return _recorded(execution, insert=True, request=request)
@@ -246,7 +244,7 @@ def _claim_and_run(
     context: CallContext,
     call: ToolCall,
     spec: ToolSpec,
-    tokens: Tokens,
+    budget: Budget,
     request: CallRequest,
     verdict: Verdict | None,
 ) -> CallAnswer:
@@ -255,41 +253,31 @@ def _claim_and_run(
     replay: it waits for the winner's answer and counts no tokens."""
     run = context.run
     try:
-        claimed = store.claim_and_charge(
+        claimed = claim(
             call,
             lease_s=claims.lease_s(spec),
             ttl_s=claims.ttl_s(),
-            charge=budget.upfront(run, tokens=request.tokens),
+            charge=budget.upfront(),
             holds=admit.holds(verdict),
         )
     except IntegrityError as exc:
-        if not store.is_tool_call_id_clash(exc):
+        if not is_tool_call_id_clash(exc):
             raise
         # Another request with this tool_call_id but other args got in first.
         existing = replay.by_tool_call_id(run, request)
         return replay.answer_existing(existing, request, call.args_digest, spec)
     if claimed.over:
         assert verdict is not None  # only a policy's limits can be over
-        return _over_limit(context, call, spec, tokens, request, verdict, claimed.over, None)
+        return _over_limit(context, call, spec, budget, request, verdict, claimed.over, None)
     if not claimed.won:
         return replay.follow(run=run, spec=spec, key=call.idempotency_key, wait=request.wait)
-    charged = claimed.charged
     crash_point("after-claim")  # fault tests: a holder dead with its claim, nothing sent
     traces.run_changed(run_pk=run.pk)  # in flight: its run's open pages show it now
-    execution = Execution(
-        run=run,
-        call=call,
-        spec=spec,
-        tokens=tokens,
-        fence=1,
-        breaker_state=context.breaker_state,
-    )
-    if charged is not None:
-        tokens.pending = 0
-        execution.prereserved = True
-        execution.limit_reached = charged
+    execution = Execution(call=call, spec=spec, budget=budget, fence=1, breaker_row=context.breaker)
+    if claimed.reached is not None:
+        budget.claimed(claimed.reached)
         execution.run_attempts()
-    elif tokens.charge_now():  # the budget did not fit: tell which limit, the long way
+    elif budget.charge_tokens_now():  # the budget did not fit: tell which limit, the long way
         _end_over_tokens(call)
     else:
         execution.run_attempts()
@@ -302,7 +290,7 @@ def _recorded(execution: Execution, *, insert: bool, request: CallRequest) -> Ca
     except IntegrityError as exc:
         # A read raced by another request with the same tool_call_id; anything else
         # is not ours to explain away.
-        if not store.is_tool_call_id_clash(exc):
+        if not is_tool_call_id_clash(exc):
             raise
         existing = replay.by_tool_call_id(execution.run, request)
         return replay.answer_existing(existing, request, execution.call.args_digest, execution.spec)

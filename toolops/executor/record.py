@@ -16,11 +16,13 @@ from toolops.models import ToolCall
 from toolops.policy import limits as spend
 from traces import services as traces
 
-from . import budget, register, store
-from .budget import Tokens, charge_run
+from . import register
+from .budget import Budget, charge_run
 from .errors import ToolCallConflict
 from .execution import Execution
 from .prepare import CallAnswer
+from .statements.parts import is_tool_call_id_clash
+from .statements.result import insert_with_attempts, record_result
 
 # Endings that give a call's reserved spend back; `unknown` keeps it until settled.
 NOT_DONE = (ToolCall.Status.FAILED, ToolCall.Status.SKIPPED, ToolCall.Status.REJECTED)
@@ -52,21 +54,15 @@ def record(execution: Execution, *, insert: bool) -> bool:
     keys = traces.search_keys(call, execution.spec) if traces.searches(execution.spec) else []
     # Counters live on the run row only for limited runs; the result's own statement
     # settles them (budget.py).
-    charge = None
-    if execution.budgeted and run.has_limits:
-        # A first attempt reserved by the claim but never made is given back.
-        attempts = execution.unreserved_attempts - (1 if execution.prereserved else 0)
-        pending = execution.tokens.pending
-        if attempts or pending or execution.limit_reached is not False:
-            charge = budget.charge_sql(run, attempts=attempts, tokens=pending)
+    charge = execution.budget.settlement()
     # A compensation that cannot be built and the ticket it opens are written in one
     # transaction: a rare path, where statements do not count.
     with transaction.atomic() if undo is not None and undo.problem else nullcontext():
         if insert:
-            store.insert_with_attempts(call, execution.rows, charge=charge, keys=keys)
+            insert_with_attempts(call, execution.rows, charge=charge, keys=keys)
             recorded = True
         else:
-            recorded = store.record_result(
+            recorded = record_result(
                 call,
                 execution.rows,
                 fence=fence,
@@ -90,15 +86,15 @@ def record(execution: Execution, *, insert: bool) -> bool:
     return recorded
 
 
-def record_unexecuted(call: ToolCall, tokens: Tokens) -> CallAnswer:
+def record_unexecuted(call: ToolCall, budget: Budget) -> CallAnswer:
     """Record a call that ended before anything was sent, with its tokens."""
     try:
         with transaction.atomic():
             rows.insert([call])
             traces.sealed_save(call)
-            charge_run(call.run, attempts=0, tokens=tokens.pending)
+            charge_run(call.run, attempts=0, tokens=budget.tokens)
     except IntegrityError as exc:
-        if not store.is_tool_call_id_clash(exc):
+        if not is_tool_call_id_clash(exc):
             raise
         existing = ToolCall.objects.get(run=call.run, tool_call_id=call.tool_call_id)
         if existing.args_digest != call.args_digest or existing.tool != call.tool:

@@ -33,7 +33,7 @@ def compensation_for(execution: Execution) -> Compensation | None:
     """The unsaved compensation a call's record registers, or None (a read, a failure, an
     undo call, a tool without undo)."""
     call, spec = execution.call, execution.spec
-    if not execution.budgeted or call.status not in ToolCall.USABLE or spec.is_read:
+    if not execution.budget.counted or call.status not in ToolCall.USABLE or spec.is_read:
         return None
     return compensation_build(call=call, spec=spec)
 
@@ -100,13 +100,13 @@ def register_late(*, call: ToolCall, spec: ToolSpec | None) -> Compensation | No
         traces.sealed_save(compensation)
     run = Run.objects.get(pk=call.run_id)
     if run.status == Run.Status.COMPLETED:
-        discard(run_pks=[run.pk])
+        compensations_discard(run_pks=[run.pk])
     elif run.status in ABORT_STATES:
-        start(run=run)
+        compensations_start(run=run)
     return compensation
 
 
-def discard(*, run_pks: list[int]) -> int:
+def compensations_discard(*, run_pks: list[int]) -> int:
     """A completed run's registered compensations will never be needed."""
     changed = Compensation.objects.filter(
         run_id__in=run_pks, status=CompensationStatus.REGISTERED
@@ -120,7 +120,7 @@ def discard(*, run_pks: list[int]) -> int:
     return changed
 
 
-def start(*, run: Run) -> bool:
+def compensations_start(*, run: Run) -> bool:
     """Hand an aborting run's registered compensations to the saga worker (in the
     caller's transaction; the worker is woken when it commits). False: nothing to
     compensate."""
@@ -137,10 +137,10 @@ def start(*, run: Run) -> bool:
     Run.objects.filter(pk=run.pk, status__in=ABORT_STATES).update(
         status=Run.Status.ABORTING, ended_at=None
     )
-    wake(run.pk)
+    compensations_wake(run.pk)
     return True
 
 
-def wake(run_pk: int) -> None:
+def compensations_wake(run_pk: int) -> None:
     """Wake the saga worker for the run when the transaction commits."""
     enqueue_on_commit(COMPENSATE_RUN, run_pk)

@@ -14,7 +14,7 @@ from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
 from . import claims
-from .budget import Tokens
+from .budget import Budget
 from .context import CallContext
 from .errors import ToolCallConflict
 from .execution import Execution
@@ -117,9 +117,7 @@ def recover_stale_claim(*, key: str) -> ToolCall | None:
 def _recover(*, call: ToolCall, spec: ToolSpec, fence: int) -> ToolCall:
     """The claim's holder died between claim and record. Never re-send an unsafe write
     blindly: ask its query tool first, or leave the outcome unknown for a person."""
-    execution = Execution(
-        run=call.run, call=call, spec=spec, tokens=Tokens(call.run, 0), fence=fence
-    )
+    execution = Execution(call=call, spec=spec, budget=Budget(call.run), fence=fence)
     execution.resume()
     record(execution, insert=False)
     return execution.call

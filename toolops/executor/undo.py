@@ -18,13 +18,15 @@ from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
-from . import claims, feedback, store
-from .budget import Tokens
+from . import claims, feedback
+from .budget import Budget
 from .canonical import canonical_json, digest
-from .execution import Execution, end
+from .endings import end
+from .execution import Execution
 from .keys import client_reference
 from .prepare import schema_problem
 from .record import record
+from .statements.claim import claim
 
 # An undo's retries (API.md): the undo tool's max_attempts when the catalog sets it, else
 # 5; backoff from 1 s, capped at 30 s.
@@ -82,7 +84,7 @@ def undo_execute(
     problem = problem or _problem(spec, tool, args)
     if spec is None or problem:
         return _record_unsent(call, problem)
-    if store.claim_with_call(call, lease_s=claims.lease_s(spec), ttl_s=claims.ttl_s()):
+    if claim(call, lease_s=claims.lease_s(spec), ttl_s=claims.ttl_s()).won:
         execution = _execution(run, call, spec, fence=1, trace_id=trace_id)
         execution.run_attempts()
         return _recorded(execution)
@@ -140,12 +142,10 @@ def _recorded(execution: Execution) -> ToolCall | None:
 
 def _execution(run: Run, call: ToolCall, spec: ToolSpec, *, fence: int, trace_id: str) -> Execution:
     return Execution(
-        run=run,
         call=call,
         spec=spec,
-        tokens=Tokens(run, 0),
+        budget=Budget(run, counted=False),
         fence=fence,
-        undo=True,
         trace_id=trace_id,
     )
 

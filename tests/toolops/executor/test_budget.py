@@ -243,7 +243,7 @@ def test_a_write_that_sends_nothing_gives_its_reserved_attempt_back(
     api: APIClient, shop: Shop
 ) -> None:
     start_run(api, budget={"max_attempts": 5})
-    breaker.force_open(tool="reserve_stock", seconds=60, reason="maintenance")
+    breaker.breaker_force_open(tool="reserve_stock", seconds=60, reason="maintenance")
 
     call = call_ok(api, step_index=0, tool="reserve_stock", args=RESERVE, tokens=7)
 

@@ -470,7 +470,7 @@ def test_it_does_not_ask_a_query_tool_whose_breaker_is_open(
     assert body["status"] == "unknown"
     shop.fault("/orders/lookup")
     looks_before = len(shop.requests("/orders/lookup"))
-    breaker.force_open(tool="query_order", seconds=600, reason="test")
+    breaker.breaker_force_open(tool="query_order", seconds=600, reason="test")
     ToolCall.objects.filter(call_id=body["call_id"]).update(
         next_reconcile_at=timezone.now() - timedelta(seconds=1)
     )
