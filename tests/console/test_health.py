@@ -95,7 +95,9 @@ def test_it_shows_a_tripped_and_a_forced_breaker(
         open_until=opened + timedelta(seconds=60),
         reason="3 consecutive failures",
     )
-    breaker.breaker_force_open(tool="send_notification", seconds=600, reason="mail relay blacklisted")
+    breaker.breaker_force_open(
+        tool="send_notification", seconds=600, reason="mail relay blacklisted"
+    )
     CircuitBreaker.objects.create(
         tool="query_order",
         state="half_open",
