@@ -17,7 +17,9 @@ Past retention, and deleted:
   days; a claim is left to the stale-claim sweep);
 - a replay count of a minute more than N days ago;
 - a sealed args row created more than N days ago that no call (by `call_id`) and no
-  compensation (by `key`) refers to any more.
+  compensation (by `key`) refers to any more;
+- an agent's rate window (toolops/api/allowance.py) of a minute before the last one: no
+  process counts in it any more. Not history: gone within the hour, whatever N is.
 Kept, never purged: the audit log (toolops/audit/: every human action, including who read
 full args) and the FullArgsRead rows recorded before it. An audit trail outlives the
 spans it is about: an entry names its object as text (its id and console link), never by
@@ -38,12 +40,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+from django.db.models import Exists, Field, Model, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from compensations.models import Compensation, Ticket
-from toolops.models import Approval, Attempt, IdempotencyRecord, Run, ToolCall
+from toolops.models import Approval, Attempt, IdempotencyRecord, RateWindow, Run, ToolCall
 from traces.models import ReplayCount, SealedArgs
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,13 @@ def replay_counts_past_retention(*, tool: str, cutoff: datetime) -> QuerySet[Rep
     return ReplayCount.objects.filter(tool=tool, minute__lt=cutoff).order_by()
 
 
+def rate_windows_dead(*, agent_id: int, minute: int) -> QuerySet[RateWindow]:
+    """One agent's rate windows before the one of `minute` - 1 (epoch seconds // 60): the
+    processes count in the current window and, for a moment at its turn, the last one
+    (an index leading with the agent: its foreign key's, or rate_window_unique)."""
+    return RateWindow.objects.filter(agent_id=agent_id, window__lt=minute - 1).order_by()
+
+
 def idempotency_records_expired() -> QuerySet[IdempotencyRecord]:
     """Recorded records past their own expiry, by the database's clock, as the claim set
     it (index on expires_at)."""
@@ -146,7 +155,12 @@ def distinct_values_sql(model: type[Model], column: str) -> str:
     the breaker and the metrics already pay for, instead of a time index of its own on
     the busiest table."""
     table = connection.ops.quote_name(model._meta.db_table)
-    col = connection.ops.quote_name(model._meta.get_field(column).column)
+    field = model._meta.get_field(column)
+    # A field of the model's own table (a foreign key's is its `_id` column), never a
+    # relation from another table, which has no column here.
+    if not isinstance(field, Field) or field.column is None:
+        raise ValueError(f"{model._meta.label}.{column} is not a column of its table")
+    col = connection.ops.quote_name(field.column)
     return (
         f"WITH RECURSIVE v(x) AS (SELECT min({col}) FROM {table} UNION ALL "
         f"SELECT (SELECT min({col}) FROM {table} WHERE {col} > v.x) FROM v "
@@ -239,6 +253,10 @@ def retention_purge(
     # The DELETE tests created_at again: a writer that refreshes it on reusing a row
     # (the row was locked by that write) keeps the row.
     purge.drain(sealed_args_unreferenced(cutoff=cutoff), recheck=Q(created_at__lt=cutoff))
+    # Dead rate windows, by the wall clock the web processes count them on.
+    minute = int(time.time() // 60)
+    for agent_id in distinct_values(RateWindow, "agent"):
+        purge.drain(rate_windows_dead(agent_id=agent_id, minute=minute))
     if not purge.time_left():
         log.info("retention: out of time for this run; the next run carries on")
     return purge.result()

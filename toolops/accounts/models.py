@@ -55,7 +55,10 @@ class Agent(models.Model):
 
 
 class RateWindow(models.Model):
-    """A fixed one-minute window of one agent's requests, shared by every process."""
+    """A fixed one-minute window of one agent's requests, shared by every web process when
+    the rate limit is counted without Redis: each adds its count every few requests
+    (toolops/api/allowance.py). Scratch, not history: the retention purge deletes a
+    window once its minute and the next are over (traces/retention.py)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE)
     window = models.BigIntegerField()

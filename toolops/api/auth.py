@@ -7,7 +7,6 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
 from django.db.models import Q
 from django.db.models.signals import post_save
 from django.dispatch import receiver
@@ -17,6 +16,8 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from toolops.accounts.models import Agent, token_digest
+
+from . import allowance, inflight
 
 
 class RateLimited(exceptions.Throttled):
@@ -34,7 +35,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise exceptions.AuthenticationFailed("Authorization must be 'Bearer <token>'.")
-        agent = agent_for_token(token)
+        agent = agent_for_token(token, minute=minute_counted(request))
         if agent is None:
             raise exceptions.AuthenticationFailed("The token is not valid.")
         return agent, None
@@ -50,11 +51,13 @@ AGENT_CACHE_S = 10.0
 _agents: dict[str, tuple[Agent, float]] = {}
 
 
-def agent_for_token(token: str) -> Agent | None:
-    """The active agent holding `token`, within its rate limit (else RateLimited)."""
+def agent_for_token(token: str, *, minute: inflight.MinuteCount | None = None) -> Agent | None:
+    """The active agent holding `token`, within its rate limit (else RateLimited).
+    `minute`: the request's count in Redis, when the API handler took one."""
     agent = _agent_for(token_digest(token))
+    # No limit (None, or 0 where one was stored): nothing is counted or compared.
     if agent is not None and agent.rate_limit_per_minute:
-        _enforce_rate_limit(agent)
+        _enforce_rate_limit(agent, minute)
     return agent
 
 
@@ -107,20 +110,39 @@ def _mark_used(agent: Agent, now: float) -> None:
 clock: Callable[[], float] = time.time
 
 
-def _enforce_rate_limit(agent: Agent) -> None:
-    """A fixed one-minute window counted in the database, so every web process shares
-    it; one upsert per request, and only for agents that have a limit."""
+def counts_requests(digest: str) -> bool:
+    """Whether the API handler should count this token's requests in Redis (inflight.py):
+    not when this process knows its agent has no rate limit. Read on the event loop: one
+    dict look-up, a cached agent at worst AGENT_CACHE_S out of date (a limit set since is
+    then counted in the database for that request: see `_enforce_rate_limit`)."""
+    hit = _agents.get(digest)
+    return hit is None or bool(hit[0].rate_limit_per_minute)
+
+
+def minute_counted(request: Request) -> inflight.MinuteCount | None:
+    """This request's minute count, taken by the API handler in Redis in the same round
+    trip as its in-flight slot and put in the ASGI scope; None when there is none (no
+    REDIS_URL, Redis out of reach, the MCP endpoint, the test client's WSGI requests)."""
+    scope = getattr(request._request, "scope", None)
+    if not isinstance(scope, dict):
+        return None
+    minute = scope.get(inflight.MINUTE_SCOPE_KEY)
+    return minute if isinstance(minute, inflight.MinuteCount) else None
+
+
+def _enforce_rate_limit(agent: Agent, minute: inflight.MinuteCount | None) -> None:
+    """A fixed one-minute window per agent, shared by every web process: counted in Redis
+    when the request brings its count (no statement of its own), else by this process's
+    allowance, reconciled with the database every few requests (allowance.py)."""
+    limit = agent.rate_limit_per_minute or 0
     now = clock()
-    window = int(now // 60)
-    sql = (
-        'INSERT INTO toolops_ratewindow (agent_id, "window", count) VALUES (%s, %s, 1) '
-        'ON CONFLICT (agent_id, "window") DO UPDATE SET count = toolops_ratewindow.count + 1 '
-        "RETURNING count"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [agent.pk, window])
-        (count,) = cursor.fetchone()
-    if count > (agent.rate_limit_per_minute or 0):
+    if minute is not None:
+        if minute.requests > limit:
+            # Until the counted window ends (its minute, not this clock's, should it
+            # have turned since the count was taken).
+            raise RateLimited(wait=min(60.0, max(0.0, (minute.window + 1) * 60 - now)))
+        return
+    if not allowance.PROCESS.admit(agent_id=agent.id, limit=limit, window=int(now // 60)):
         raise RateLimited(wait=60 - now % 60)
 
 

@@ -20,7 +20,7 @@ from django.middleware.security import SecurityMiddleware
 from django.test.utils import override_settings
 from django.urls import set_script_prefix
 
-from . import inflight, longpoll, work
+from . import auth, inflight, longpoll, work
 from .hosts import host_refused
 
 API_MIDDLEWARE = ["toolops.api.middleware.ApiSecurityMiddleware"]
@@ -35,7 +35,9 @@ class ApiSecurityMiddleware(SecurityMiddleware):
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
         response = host_refused(request) or self.process_request(request)
         if response is None:
-            response = await self.get_response(request)
+            # django-stubs type get_response as sync or async whatever the mode; Django
+            # calls __acall__ only when it is async.
+            response = await self.get_response(request)  # type: ignore[misc]
         return self.process_response(request, response)
 
     def __call__(self, request: HttpRequest) -> Any:
@@ -60,7 +62,8 @@ class ApiASGIHandler(ASGIHandler):
 
     Fairness (API.md): before any of that, an agent in debt for the work its bodies cost
     is refused (work.py), and its request takes one of its TOOLOPS_AGENT_MAX_INFLIGHT
-    slots (inflight.py), given back however the request ends;
+    slots (inflight.py), given back however the request ends — through Redis, the same
+    round trip counts its minute for the rate limit (auth.py);
     and a long-poll's wait happens here on the event loop, between short looks in the
     pool (longpoll.py), so that waiting holds no thread other agents need."""
 
@@ -86,9 +89,14 @@ class ApiASGIHandler(ASGIHandler):
         if owed_s:  # in debt for the work its bodies cost (work.py): not even parsed
             return await work.refuse(send, owed_s)
         receive = work.metered(receive, key, self.work)
-        slot = await self.slots.acquire(key)
+        slot = await self.slots.acquire(key, count_minute=auth.counts_requests(key))
         if slot is None:
             return await inflight.refuse(send, self.slots.limit)
+        minute = inflight.minute_of(slot)
+        if minute is not None:
+            # The agent's rate limit reads it there (ASGIRequest.scope): counted in this
+            # round trip, it costs the request no statement of its own (auth.py).
+            scope = {**scope, inflight.MINUTE_SCOPE_KEY: minute}
         try:
             await self._serve(scope, receive, send)
         finally:
@@ -118,11 +126,14 @@ class ApiASGIHandler(ASGIHandler):
     def _respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
-        request, response = self.create_request(scope, body_file)
-        if request is not None:
-            request.toolops_event_loop = True  # type: ignore[attr-defined]  # longpoll.py
-            response = self.get_response(request)
-        response._handler_class = self.__class__
+        created = self.create_request(scope, body_file)
+        if created[0] is None:
+            response = created[1]  # Django's answer to a request it could not build
+        else:
+            longpoll.serve_on_event_loop(created[0])
+            response = self.get_response(created[0])
+        # What Django's own ASGIHandler sets on a response too; the stubs leave it out.
+        response._handler_class = self.__class__  # type: ignore[attr-defined]
         # request_finished: this thread's database connection goes back to the pool.
         response.close()
         return response
