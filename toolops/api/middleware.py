@@ -15,9 +15,9 @@ from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.middleware.security import SecurityMiddleware
-from django.test.utils import override_settings
 from django.urls import set_script_prefix
 
 from . import auth, inflight, longpoll, work
@@ -76,10 +76,15 @@ class ApiASGIHandler(ASGIHandler):
         self.work = work.budget()
 
     def load_middleware(self, is_async: bool = False) -> None:
-        # Built once, at start-up, with the API's chain in place of the console's; sync,
-        # as it runs in the pool's threads.
-        with override_settings(MIDDLEWARE=API_MIDDLEWARE):
-            super().load_middleware(is_async=False)
+        # Built once, at start-up: the API's one middleware in place of the console's
+        # chain, sync, as it runs in the pool's threads. What BaseHandler.load_middleware
+        # builds from settings.MIDDLEWARE, for a chain of one that has no view, template
+        # response or exception hooks.
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        view = convert_exception_to_response(self._get_response)
+        self._middleware_chain = convert_exception_to_response(ApiSecurityMiddleware(view))
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         key = inflight.agent_key(scope)
