@@ -15,8 +15,8 @@ from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
 from . import feedback
-from .prepare import validator
 from .reconcile import QueryResult, query_outcome
+from .schemas import schema_errors, where
 
 Status = ToolCall.Status
 Reason = ToolCall.Reason
@@ -56,11 +56,10 @@ class Endings:
         # Stored redacted (the full result sealed in `result_sealed`); the agent gets it whole.
         traces.result_seal(call, body, spec=spec)
         if spec.result_schema is not None:
-            errors = list(validator(spec.result_schema, formats=False).iter_errors(body))
+            errors = schema_errors(spec.result_schema, body, formats=False)
             if errors:
-                first = errors[0]
-                where = ".".join(str(p) for p in first.absolute_path)
-                message = f"result {where + ': ' if where else ''}{first.message}"
+                path = where(errors[0])
+                message = f"result {path + ': ' if path else ''}{errors[0].message}"
                 end(
                     call,
                     Status.DEGRADED,

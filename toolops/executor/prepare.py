@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
-
 from toolops.models import ToolCall
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
@@ -17,7 +15,7 @@ from toolops.tools.spec import ToolSpec
 from . import sizes
 from .canonical import ArgsError, canonical_json, digest, normalize, parse_args
 from .keys import idempotency_key
-from .numbers import decimal_of
+from .schemas import schema_errors, where
 
 
 @dataclass
@@ -59,19 +57,6 @@ class Prepared:
         return self.key if self.spec is not None and not self.spec.is_read else None
 
 
-_format_checker = FormatChecker()
-
-
-@_format_checker.checks("decimal", raises=ValueError)
-def _is_decimal(value: object) -> bool:
-    if not isinstance(value, str):
-        return True  # the "type" keyword judges non-strings
-    # Bounded before Decimal sees it: a huge exponent is cheap to parse, costly to use.
-    if decimal_of(value) is None:  # NumberBoundError (a ValueError) past the bounds
-        raise ValueError(f"{value[:40]!r} is not a decimal number")
-    return True
-
-
 def prepare(request: CallRequest, *, agent_id: int, run_id: str) -> Prepared:
     """The request's tool, args (as sent, made to fit the schema), canonical form and key.
     Needs no database, so the key is made before the run is read.
@@ -107,35 +92,13 @@ def prepare(request: CallRequest, *, agent_id: int, run_id: str) -> Prepared:
     return Prepared(spec, args, digest(canonical), canonical, problem, key)
 
 
-# schema object → its validator, built once: a validator is read-only once built, and a
-# catalog's schemas live as long as the catalog (a policy override shares its tool's).
-_validators: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
-
-
-def validator(schema: dict[str, Any], *, formats: bool = True) -> Draft202012Validator:
-    """The validator of a catalog schema (with ToolOps' format checks when `formats`)."""
-    key = id(schema) * 2 + formats
-    hit = _validators.get(key)
-    if hit is not None and hit[0] is schema:  # the cache holds the schema: its id is its own
-        return hit[1]
-    if len(_validators) > 1024:  # catalogs reloaded many times over
-        _validators.clear()
-    built = Draft202012Validator(schema, format_checker=_format_checker if formats else None)
-    _validators[key] = (schema, built)
-    return built
-
-
 def schema_problem(spec: ToolSpec, args: dict[str, Any]) -> str | None:
-    errors = sorted(
-        validator(spec.params_schema).iter_errors(args), key=lambda e: list(e.absolute_path)
-    )
+    # The error nearest the root first: the model fixes the outermost problem first.
+    errors = sorted(schema_errors(spec.params_schema, args), key=lambda e: list(e.absolute_path))
     if not errors:
         return None
     first = errors[0]
-    where = ".".join(str(p) for p in first.absolute_path)
-    message = first.message
-    if first.validator == "required":
+    message, path = first.message, where(first)
+    if first.validator in ("required", "additionalProperties"):
         return message  # "'qty' is a required property" names the field already
-    if first.validator == "additionalProperties":
-        return message
-    return f"field {where!r}: {message}" if where else message
+    return f"field {path!r}: {message}" if path else message
