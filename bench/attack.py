@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bench.cases import TOOLOPS_APP  # noqa: E402 - after the path is set
 from bench.db import fresh_database  # noqa: E402
 from bench.procs import (  # noqa: E402
+    AGENT_RATE_LIMIT,
     BENCH,
     HOST,
     PY,
@@ -215,7 +216,8 @@ def run(o: argparse.Namespace, tmp: Path, procs: Processes) -> dict[str, Any]:
     run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
     tokens = {}
     for name in ("agent-a", "agent-b", "agent-c"):
-        out = run_checked([PY, "manage.py", "create_agent", name, "--rate-limit", "0"], env, name)
+        argv = [PY, "manage.py", "create_agent", name, "--rate-limit", str(AGENT_RATE_LIMIT)]
+        out = run_checked(argv, env, name)
         tokens[name] = out.strip().splitlines()[-1].strip()
     argv = [PY, str(BENCH / "downstream.py"), "--host", HOST, "--port", str(downstream)]
     procs.start("downstream", argv, env)

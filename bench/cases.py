@@ -1,6 +1,6 @@
 """What the benchmark sends: the catalog of the bench tools, the ToolOps runs and call
-bodies, and the targets of each case (direct downstream, floor, DBOS, ToolOps write with
-and without a budget, read, replay)."""
+bodies, and the targets of each case (direct downstream, floor, the physical endpoint,
+DBOS, ToolOps write with and without a budget, read, replay)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ TOOLOPS_WSGI_APP = "bench.toolops_wsgi:application"  # --study only
 FLOOR_APP = "bench.floor.asgi:application"
 DOWNSTREAM_APP = "bench.downstream:app"
 DBOS_APP = "bench.dbos_asgi:application"
+PHYSICAL_APP = "bench.physical_asgi:application"
 
 # A budget as the design asks of every real run, generous enough never to run out during
 # the bench, so that each call pays for checking and counting it and nothing else.
@@ -151,6 +152,26 @@ def budget_run_ids(prefix: str) -> list[str]:
     return [f"{prefix}-b{t}" for t in range(max(CONCURRENCY))]
 
 
+def check_budget_run(port: int, token: str, prefix: str) -> dict[str, Any]:
+    """A budgeted run after the measurement: still running, its attempts and tokens
+    counted for every call, none of its limits reached."""
+    status, run = api(port, "GET", f"/api/v1/runs/{prefix}-b0", token)
+    if status != 200:
+        raise BenchError(f"cannot read the budgeted run: {status} {run}")
+    # A run past 1,000 calls lists the first 1,000 and says how many it has.
+    calls, usage = run.get("calls_total", len(run["calls"])), run["usage"]
+    found = {
+        "run_id": run["run_id"],
+        "status": run["status"],
+        "calls": calls,
+        "budget": run["budget"],
+        "usage": usage,
+    }
+    if run["status"] != "running" or usage["tokens"] != TOKENS * calls:
+        raise BenchError(f"the budgeted run did not count its calls as expected: {found}")
+    return found
+
+
 def prime_replay(port: int, token: str, prefix: str, *, tool_call_ids: bool = False) -> None:
     status, body = api(
         port,
@@ -189,6 +210,24 @@ def floor_target(ports: list[int]) -> Target:
         ports,
         lambda t: f"/floor/runs/bench-floor-{t}/calls",
         lambda t, s: call_body(s, "bench_write", s),
+        {"Content-Type": "application/json"},
+        (b'"status":"succeeded"',),
+    )
+
+
+def physical_run_ids() -> list[str]:
+    """The physical endpoint's runs (bench/physical.py, created with a budget), one per
+    client thread."""
+    return [f"phys-{t}" for t in range(max(CONCURRENCY))]
+
+
+def physical_target(ports: list[int]) -> Target:
+    """The physical endpoint: the budgeted write's body, a new key every call."""
+    return Target(
+        "physical",
+        ports,
+        lambda t: f"/physical/runs/phys-{t}/calls",
+        lambda t, s: call_body(s, "bench_write", s, tokens=TOKENS),
         {"Content-Type": "application/json"},
         (b'"status":"succeeded"',),
     )

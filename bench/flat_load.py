@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.procs import BenchError
+from bench.procs import AGENT_RATE_LIMIT, BenchError
 
 CALLS_PER_RUN = 50
 AGENTS = 4
@@ -232,10 +232,11 @@ def load(conn: Any, rows: int, say: Say) -> dict[str, Any]:
     for i in range(AGENTS):
         agents.append(
             conn.execute(
-                "INSERT INTO toolops_agent (name, token_hash, token_hint, is_active, created_at) "
+                "INSERT INTO toolops_agent (name, token_hash, token_hint, is_active, "
+                "rate_limit_per_minute, created_at) "
                 "VALUES (%s, encode(sha256(gen_random_uuid()::text::bytea), 'hex'), "
-                "'tops_flat', true, now()) RETURNING id",
-                [f"flat-agent-{i}"],
+                "'tops_flat', true, %s, now()) RETURNING id",
+                [f"flat-agent-{i}", AGENT_RATE_LIMIT],
             ).fetchone()[0]
         )
     runs = -(-rows // CALLS_PER_RUN)
@@ -311,11 +312,14 @@ def agent_token(conn: Any) -> str:
     """A new API token for the first loaded agent, whose runs the bench's calls join: an
     agent with many runs (50,000 on 10M rows), as the statistics see a busy agent, not a
     new one with a handful (the run's look-up may take another index for an agent the
-    statistics call rare). Hashed as toolops.accounts.models.token_digest hashes it."""
+    statistics call rare). Hashed as toolops.accounts.models.token_digest hashes it. Its
+    rate limit counted and never reached (AGENT_RATE_LIMIT), also on a database loaded
+    before the bench set one."""
     token = "tops_" + secrets.token_urlsafe(32)
     found = conn.execute(
-        "UPDATE toolops_agent SET token_hash = %s, token_hint = %s WHERE name = %s RETURNING 1",
-        [hashlib.sha256(token.encode()).hexdigest(), token[:9], "flat-agent-0"],
+        "UPDATE toolops_agent SET token_hash = %s, token_hint = %s, rate_limit_per_minute = %s "
+        "WHERE name = %s RETURNING 1",
+        [hashlib.sha256(token.encode()).hexdigest(), token[:9], AGENT_RATE_LIMIT, "flat-agent-0"],
     ).fetchone()
     if found is None:
         raise BenchError("the loaded agent flat-agent-0 is missing")

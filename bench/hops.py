@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.db import fresh_database  # noqa: E402 - after the path is set
+from bench.procs import AGENT_RATE_LIMIT  # noqa: E402
 from toolops.demo.shop import start_shop  # noqa: E402
 
 PRODUCT = ("toolops", "compensations", "traces")
@@ -192,7 +193,11 @@ def set_up(tmp: Path, fresh: bool) -> Any:
     __import__("toolops.asgi")  # as served: the builtin tools, the catalog loaded
     out = io.StringIO()
     call_command(
-        "create_agent", f"bench-hops-{secrets.token_hex(4)}", "--rate-limit", "0", stdout=out
+        "create_agent",
+        f"bench-hops-{secrets.token_hex(4)}",
+        "--rate-limit",
+        str(AGENT_RATE_LIMIT),
+        stdout=out,
     )
     token = out.getvalue().strip().splitlines()[-1].strip()
     return Client(SERVER_NAME="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -21,6 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
 HOST = "127.0.0.1"
+# Every bench agent's rate limit (requests a minute; Agent.rate_limit_per_minute is a
+# PositiveIntegerField, at most 2**31 − 1): counted on every request, as a real agent's
+# is, and far above any load the bench makes, so never reached. 0 would mean no limit,
+# and a bench without the count would measure a path no deployment takes.
+AGENT_RATE_LIMIT = 100_000_000
 
 
 class BenchError(RuntimeError):
@@ -247,14 +252,13 @@ def toolops_env(tmp: Path, database_url: str, catalog: Path) -> dict[str, str]:
 
 def agent_database(env: dict[str, str]) -> str:
     """The environment's database, dropped, created and migrated, with the agent `bench`
-    (no rate limit); its token."""
+    (its rate limit counted, never reached: AGENT_RATE_LIMIT); its token."""
     from bench.db import fresh_database
 
     fresh_database(env["DATABASE_URL"])
     run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], env, "migrate")
-    out = run_checked(
-        [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"], env, "create_agent"
-    )
+    argv = [PY, "manage.py", "create_agent", "bench", "--rate-limit", str(AGENT_RATE_LIMIT)]
+    out = run_checked(argv, env, "create_agent")
     return out.strip().splitlines()[-1].strip()
 
 

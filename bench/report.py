@@ -22,6 +22,7 @@ Say = Callable[..., None]
 LABELS = {
     "direct": "direct downstream",
     "floor": "floor (DRF + 3 writes)",
+    "physical": "physical (ASGI + psycopg, 3 trips)",
     "dbos": "DBOS (1-step workflow)",
     "write_budget": "ToolOps write (budget)",
     "write": "ToolOps write (no budget)",
@@ -40,6 +41,7 @@ STATEMENTS = {
     "write_with_undo": "write registering an undo",
     "first_call_of_process": "first write of a process",
     "floor": "floor",
+    "physical": "physical",
     "dbos_write": "DBOS workflow (new ID)",
     "dbos_replay": "DBOS same workflow ID",
 }
@@ -54,30 +56,30 @@ def print_report(results: dict[str, Any], options: argparse.Namespace, say: Say)
     sent = "{step_index, tool, args" + (", tool_call_id}" if options.tool_call_id else "}")
     mode = results["dbos_mode"]
     say(
-        f"ToolOps, floor and DBOS served as {results['serving']['label']}; "
+        f"ToolOps, floor, physical and DBOS served as {results['serving']['label']}; "
         f"downstream: {results['downstream_probe']['used']}"
     )
     how = "measured cheaper" if options.dbos_mode == "auto" else f"--dbos-mode {mode}"
     say(f"DBOS: {DBOS_MODES[mode]} ({how})")
     say(f"calls send {sent}; budgeted writes also tokens: {TOKENS}")
     say(
-        f"{'case':26} {'conc':>4} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'p99/50':>6}"
+        f"{'case':34} {'conc':>4} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'p99/50':>6}"
         f" {'calls/s':>8} {'srv CPU':>8} {'db CPU':>7}"
     )
-    say("-" * 89)
+    say("-" * 97)
     for c in CONCURRENCY:
         for case, label in LABELS.items():
             r = row(results, case, c)
             srv, db = fmt_ms(r["server_cpu_ms"]), fmt_ms(r["db_cpu_ms"])
             ratio = r["p99_ms"] / r["p50_ms"] if r["p50_ms"] else 0.0
             say(
-                f"{label:26} {c:>4} {r['n']:>6} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
+                f"{label:34} {c:>4} {r['n']:>6} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
                 f" {ratio:>6.1f} {r['calls_per_s']:>8.0f} {srv:>8} {db:>7}"
             )
     say("* for reading the floor: Django + DRF alone, no database, same server")
     say("  srv CPU / db CPU: CPU ms per call used by the serving processes / by the")
-    say("  PostgreSQL backends of its database (for ToolOps and DBOS rows srv excludes the")
-    say("  downstream's own CPU)")
+    say("  PostgreSQL backends of its database (for the ToolOps, physical and DBOS rows srv")
+    say("  excludes the downstream's own CPU)")
     clients = results["clients_c1"]
     if clients:
         say(
@@ -101,27 +103,32 @@ def print_report(results: dict[str, Any], options: argparse.Namespace, say: Say)
             + ("  (others' work: figures inflated)" if max(before or 0, after) > 0.25 else "")
         )
     say()
+    print_goals(results, say)
+    say()
+    print_statements(results["statements"], options, say)
+
+
+def print_goals(results: dict[str, Any], say: Say) -> None:
     say("Goals (checked here, not by the tests). overhead = ToolOps p50 − direct p50")
     checked = goals.check(results)
     results["goals"] = checked
     for g in checked:
         verdict = "met " if g["pass"] else "MISS"
-        say(f"  {verdict}  c{g['conc']}  {g['goal']:22} {g['text']}")
+        say(f"  {verdict}  c{g['conc']}  {g['goal']:25} {g['text']}")
     peers = [
         f"{LABELS[case].split(' (')[0]} c{c} {r['p99_ms'] / r['p50_ms']:.1f}×"
         for c in CONCURRENCY
-        for case in ("floor", "dbos")
+        for case in ("floor", "physical", "dbos")
         if (r := row(results, case, c))["p50_ms"]
     ]
     say(f"  (p99/p50 of the peers, for reading the tails: {', '.join(peers)})")
+    say(f"  (ToolOps write (budget) / physical: {goals.physical_ratios(results)})")
     required = [g for g in checked if "stretch" not in g["goal"]]
     stretch = [g for g in checked if "stretch" in g["goal"]]
     say(
         f"  {sum(g['pass'] for g in required)} of {len(required)} goals met;"
         f" stretch {sum(g['pass'] for g in stretch)} of {len(stretch)}"
     )
-    say()
-    print_statements(results["statements"], options, say)
 
 
 def print_statements(statements: dict[str, Any], options: argparse.Namespace, say: Say) -> None:
@@ -129,8 +136,9 @@ def print_statements(statements: dict[str, Any], options: argparse.Namespace, sa
         say(f"SQL statements per call: the count failed:\n{statements['error'][-2000:]}")
         return
     say("SQL round trips per call, in-process: ToolOps and the floor through Django's")
-    say("CaptureQueriesContext; DBOS at psycopg, its pool's pre-ping (`;`) included. BEGIN")
-    say("and COMMIT are round trips too; a statement outside them commits alone.")
+    say("CaptureQueriesContext; the physical endpoint and DBOS at psycopg, DBOS's pool's")
+    say("pre-ping (`;`) included. BEGIN and COMMIT are round trips too; a statement outside")
+    say("them commits alone.")
     for name, label in STATEMENTS.items():
         got = statements.get(name)
         if got is None:
@@ -170,4 +178,13 @@ def git_rev() -> str:
         )
         return done.stdout.strip()
     except OSError:
+        return ""
+
+
+def dbos_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dbos")
+    except PackageNotFoundError:
         return ""

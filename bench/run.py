@@ -6,6 +6,9 @@ All in one run, on one machine, so that the figures are ratios:
 - direct        the no-op downstream alone (the HTTP tool every tool here points at);
 - floor         a bare DRF endpoint (bench/floor) validating the body and doing the three
                 writes a call needs at minimum — claim, result, span — in one transaction;
+- physical      a bare ASGI app (bench/physical.py) doing what a budgeted write physically
+                must: read the run, claim + charge + insert the call, call the downstream,
+                record — three statements through raw psycopg;
 - DBOS          DBOS Transact behind a bare ASGI app (bench/dbos_peer.py): a workflow with
                 one step that POSTs to the same downstream, a new workflow ID per call;
 - write         POST /api/v1/runs/{run}/calls through ToolOps for an `idempotent_write`
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import platform
 import secrets
@@ -45,16 +47,18 @@ from bench.cases import (  # noqa: E402 - after the path is set
     DOWNSTREAM_APP,
     FLOOR_APP,
     PARAMS_SCHEMA,
-    TOKENS,
+    PHYSICAL_APP,
     TOOLOPS_APP,
     TOOLOPS_WSGI_APP,
-    api,
     budget_run_ids,
+    check_budget_run,
     client_costs,
     create_runs,
     dbos_target,
     direct_target,
     floor_target,
+    physical_run_ids,
+    physical_target,
     ping_target,
     prime_replay,
     toolops_run_ids,
@@ -64,8 +68,10 @@ from bench.cpu import CpuMeter, cpu_busy  # noqa: E402
 from bench.db import calibrate_database, database_name, fresh_database  # noqa: E402
 from bench.load import CONCURRENCY, Sample, Target, drive  # noqa: E402
 from bench.options import parse_options  # noqa: E402
+from bench.physical import create_tables  # noqa: E402
 from bench.probes import probe_dbos, probe_downstreams, probe_serving  # noqa: E402
 from bench.procs import (  # noqa: E402
+    AGENT_RATE_LIMIT,
     BENCH,
     HOST,
     PY,
@@ -79,7 +85,14 @@ from bench.procs import (  # noqa: E402
     uvicorn_argv,
     wait_http,
 )
-from bench.report import LABELS, git_rev, print_report, write_results  # noqa: E402
+from bench.report import (  # noqa: E402
+    LABELS,
+    dbos_version,
+    git_rev,
+    print_report,
+    write_results,
+)
+from bench.sqlcount import collect as collect_statements  # noqa: E402
 
 
 class Bench:
@@ -142,8 +155,9 @@ class Bench:
             self.env,
             "migrate (floor)",
         )
+        create_tables(self.o.database_url, physical_run_ids())
         out = run_checked(
-            [PY, "manage.py", "create_agent", "bench", "--rate-limit", "0"],
+            [PY, "manage.py", "create_agent", "bench", "--rate-limit", str(AGENT_RATE_LIMIT)],
             self.env,
             "create_agent",
         )
@@ -214,18 +228,21 @@ class Bench:
         fleet.wait("/")
         return fleet
 
-    def measure(self, serving: Serving, downstream_port: int) -> None:
-        self.step(
-            f"measuring: ToolOps, floor and DBOS ({self.dbos_mode} workflows) served as"
-            f" {serving.label} …"
-        )
+    def start_cases(
+        self, serving: Serving, downstream_port: int
+    ) -> tuple[dict[str, Target], dict[str, list[int]], list[Fleet]]:
+        """Every server of the measurement, started: each case's target, the pids of the
+        servers whose CPU it counts, and the fleets (ToolOps' first) to stop."""
         floor = Fleet(self.procs, "floor", FLOOR_APP, serving, self.env)
+        physical = Fleet(self.procs, "physical", PHYSICAL_APP, serving, self.env)
         dbos = self.start_dbos(serving, self.dbos_mode, "dbos")
         toolops, targets = self.start_toolops(serving, "main")
         floor.wait("/")
+        physical.wait("/")
         cases: dict[str, Target] = {
             "direct": direct_target(downstream_port),
             "floor": floor_target(floor.ports),
+            "physical": physical_target(physical.ports),
             "dbos": dbos_target(dbos.ports, "main"),
             "write": targets["write"],
             "write_budget": targets["write_budget"],
@@ -233,6 +250,22 @@ class Bench:
             "replay": targets["replay"],
             "ping": ping_target(floor.ports),
         }
+        servers = {
+            **{name: toolops.pids() for name in targets},
+            "direct": [self.procs.pid("downstream")],
+            "floor": floor.pids(),
+            "ping": floor.pids(),
+            "physical": physical.pids(),
+            "dbos": dbos.pids(),
+        }
+        return cases, servers, [toolops, floor, physical, dbos]
+
+    def measure(self, serving: Serving, downstream_port: int) -> None:
+        self.step(
+            f"measuring: ToolOps, floor, physical and DBOS ({self.dbos_mode} workflows)"
+            f" served as {serving.label} …"
+        )
+        cases, servers, fleets = self.start_cases(serving, downstream_port)
         rounds = max(1, self.o.rounds)
         sizes: dict[tuple[str, int], int] = {}
         for name, target in cases.items():  # warm-up: every process, pool and code path
@@ -242,16 +275,8 @@ class Bench:
         totals = {key: Sample() for key in sizes}
         toolops_db = database_name(self.o.database_url)
         dbos_db = database_name(self.o.dbos_database_url)
-        servers = {
-            "direct": [self.procs.pid("downstream")],
-            "floor": floor.pids(),
-            "ping": floor.pids(),
-            "dbos": dbos.pids(),
-        }
         meters = {
-            key: CpuMeter(
-                servers.get(key[0], toolops.pids()), dbos_db if key[0] == "dbos" else toolops_db
-            )
+            key: CpuMeter(servers[key[0]], dbos_db if key[0] == "dbos" else toolops_db)
             for key in sizes
         }
         for r in range(rounds):  # interleaved, so a burst of outside load hits every case
@@ -261,10 +286,9 @@ class Bench:
                     with meters[(name, c)].measuring(count):
                         totals[(name, c)].add(drive(target, c, count))
             self.say(f"  round {r + 1}/{rounds} done")
-        self.results["budget_runs"] = self.check_budget_runs(toolops.ports[0], "main")
-        toolops.stop()
-        floor.stop()
-        dbos.stop()
+        self.results["budget_runs"] = check_budget_run(fleets[0].ports[0], self.token, "main")
+        for fleet in fleets:
+            fleet.stop()
         self.results["dbos_mode"] = self.dbos_mode
         self.results["serving"] = {
             "mode": serving.mode,
@@ -287,59 +311,13 @@ class Bench:
         busy = cpu_busy()
         self.results["machine_after"] = {"cpu_busy_idle_bench": busy}
 
-    def check_budget_runs(self, port: int, prefix: str) -> dict[str, Any]:
-        """A budgeted run after the measurement: still running, its attempts and tokens
-        counted for every call, none of its limits reached."""
-        status, run = api(port, "GET", f"/api/v1/runs/{prefix}-b0", self.token)
-        if status != 200:
-            raise BenchError(f"cannot read the budgeted run: {status} {run}")
-        # A run past 1,000 calls lists the first 1,000 and says how many it has.
-        calls, usage = run.get("calls_total", len(run["calls"])), run["usage"]
-        found = {
-            "run_id": run["run_id"],
-            "status": run["status"],
-            "calls": calls,
-            "budget": run["budget"],
-            "usage": usage,
-        }
-        if run["status"] != "running" or usage["tokens"] != TOKENS * calls:
-            raise BenchError(f"the budgeted run did not count its calls as expected: {found}")
-        return found
-
     def count_statements(self) -> None:
         self.step("statements: one call of each kind, in-process …")
-        env = {**self.env, "BENCH_TOKEN": self.token}
         try:
-            toolops = json.loads(
-                run_checked([PY, str(BENCH / "sqlcount.py"), "toolops"], env, "sqlcount toolops")
-            )
-            floor = json.loads(
-                run_checked([PY, str(BENCH / "sqlcount.py"), "floor"], env, "sqlcount floor")
-            )
-            dbos = json.loads(
-                run_checked([PY, str(BENCH / "sqlcount.py"), "dbos"], env, "sqlcount dbos")
-            )
-            expected = {
-                "write": False,
-                "write_budget": False,
-                "read": False,
-                "replay": True,
-                "write_with_tool_call_id": False,
-                "replay_by_tool_call_id": True,
-                "write_with_undo": False,
-            }
-            for name, expect_replayed in expected.items():
-                got = toolops[name]
-                if got["status"] != 200 or got["replayed"] is not expect_replayed:
-                    raise BenchError(f"the {name} call answered {got}")
-            for name in ("dbos_write", "dbos_replay"):
-                if dbos[name]["result"] != {"ok": True} or not dbos[name]["statements"]:
-                    raise BenchError(f"the DBOS {name} answered {dbos[name]}")
+            self.results["statements"] = collect_statements({**self.env, "BENCH_TOKEN": self.token})
         except BenchError as exc:  # the load still tells something: go on, say it at the end
             self.results["statements"] = {"error": str(exc)}
             self.say(f"  statement count failed: {str(exc)[-2000:]}")
-            return
-        self.results["statements"] = {**toolops, **floor, **dbos}
 
     def report(self) -> None:
         print_report(self.results, self.o, self.say)
@@ -362,15 +340,6 @@ class Bench:
             },
             self.say,
         )
-
-
-def dbos_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("dbos")
-    except PackageNotFoundError:
-        return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,6 +45,7 @@ from bench.cpu import CpuMeter, cpu_busy  # noqa: E402
 from bench.db import database_name, fresh_database  # noqa: E402
 from bench.load import Sample, Target, drive  # noqa: E402
 from bench.procs import (  # noqa: E402
+    AGENT_RATE_LIMIT,
     BENCH,
     HOST,
     PY,
@@ -140,7 +141,7 @@ class Scale:
         fresh_database(self.o.database_url)
         run_checked([PY, "manage.py", "migrate", "--noinput", "-v0"], self.env, "migrate")
         out = run_checked(
-            [PY, "manage.py", "create_agent", "bench-scale", "--rate-limit", "0"],
+            [PY, "manage.py", "create_agent", "bench-scale", "--rate-limit", str(AGENT_RATE_LIMIT)],
             self.env,
             "create_agent",
         )

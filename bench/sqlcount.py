@@ -5,8 +5,9 @@ catalog and, for ToolOps, the agent's token); prints one JSON object on stdout:
 
     {"write": {"status": 200, "replayed": false, "statements": [...]}, "read": …, …}
 
-`dbos` counts the DBOS peer's (bench/dbos_peer.py) round trips at psycopg instead: it
-runs no Django.
+`dbos` and `physical` count the DBOS peer's (bench/dbos_peer.py) and the physical
+endpoint's (bench/physical.py) round trips at psycopg instead: they run no Django.
+`collect` runs every count (bench/run.py calls it).
 
 The request goes through the whole Django + DRF stack (Django's test client: the same
 middleware, view and executor as under uvicorn, only the ASGI adapter differs).
@@ -18,17 +19,20 @@ returned (nothing, with the pool options ToolOps uses: no check, no reset).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cases import BUDGET, TOKENS  # noqa: E402 - after the path is set
+from bench.cases import BUDGET, TOKENS, call_body  # noqa: E402 - after the path is set
+from bench.procs import BENCH, PY, BenchError, run_checked  # noqa: E402
 
 
 def _capture(client: Any, path: str, body: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -104,26 +108,18 @@ def count_floor() -> dict[str, Any]:
     }
 
 
-def count_dbos() -> dict[str, Any]:
-    """The DBOS peer's statements for one call (a new workflow ID) and for the same call
-    again, counted at psycopg on the calling thread: every statement DBOS's SQLAlchemy
-    engine executes, the BEGIN psycopg sends before a transaction's first statement,
-    COMMIT and ROLLBACK when a transaction is open, and the pool's pre-ping. The sync
-    workflow runs on the calling thread; the async one runs the same statements from
-    worker threads."""
+@contextlib.contextmanager
+def psycopg_statements() -> Iterator[list[str]]:
+    """Every round trip psycopg makes on this thread while inside: each statement, the
+    BEGIN psycopg sends before a transaction's first one, COMMIT and ROLLBACK when a
+    transaction is open (for code that runs no Django: DBOS, the physical endpoint)."""
     import threading
 
     import psycopg
     from psycopg.pq import TransactionStatus
 
-    from bench import dbos_peer
-
     me = threading.get_ident()
     captured: list[str] = []
-    counting = False
-
-    def mine() -> bool:
-        return counting and threading.get_ident() == me
 
     def text(query: Any) -> str:
         return query if isinstance(query, str) else repr(query)
@@ -136,20 +132,22 @@ def count_dbos() -> dict[str, Any]:
     commit, rollback = psycopg.Connection.commit, psycopg.Connection.rollback
 
     def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if mine():
+        if threading.get_ident() == me:
             note_begin(self.connection)
             captured.append(text(query))
         return execute(self, query, *args, **kwargs)
 
     def counted_executemany(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if mine():
+        if threading.get_ident() == me:
             note_begin(self.connection)
             captured.append(text(query) + " (executemany)")
         return executemany(self, query, *args, **kwargs)
 
     def ends(name: str, method: Any) -> Any:
         def counted(self: Any) -> None:
-            if mine() and self.info.transaction_status != TransactionStatus.IDLE:
+            if threading.get_ident() == me and (
+                self.info.transaction_status != TransactionStatus.IDLE
+            ):
                 captured.append(name)
             method(self)
 
@@ -159,16 +157,27 @@ def count_dbos() -> dict[str, Any]:
     psycopg.Cursor.executemany = counted_executemany  # type: ignore[method-assign]
     psycopg.Connection.commit = ends("COMMIT", commit)  # type: ignore[method-assign]
     psycopg.Connection.rollback = ends("ROLLBACK", rollback)  # type: ignore[method-assign]
+    try:
+        yield captured
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+        psycopg.Connection.commit = commit  # type: ignore[method-assign]
+        psycopg.Connection.rollback = rollback  # type: ignore[method-assign]
+
+
+def count_dbos() -> dict[str, Any]:
+    """The DBOS peer's statements for one call (a new workflow ID) and for the same call
+    again, counted at psycopg on the calling thread: every statement DBOS's SQLAlchemy
+    engine executes, BEGIN, COMMIT and ROLLBACK, and the pool's pre-ping. The sync
+    workflow runs on the calling thread; the async one runs the same statements from
+    worker threads."""
+    from bench import dbos_peer
 
     def capture(workflow_id: str, n: int) -> dict[str, Any]:
-        nonlocal counting
-        captured.clear()
-        counting = True
-        try:
+        with psycopg_statements() as captured:
             result = dbos_peer.run_call(workflow_id, "bench_write", {"n": n})
-        finally:
-            counting = False
-        return {"status": 200, "result": result, "statements": list(captured)}
+        return {"status": 200, "result": result, "statements": captured}
 
     dbos_peer.launch()
     try:
@@ -182,14 +191,61 @@ def count_dbos() -> dict[str, Any]:
     return {"dbos_write": write, "dbos_replay": replay}
 
 
+def count_physical() -> dict[str, Any]:
+    """The physical endpoint's statements for one budgeted write, at psycopg, in a run of
+    its own (the load's runs keep their keys)."""
+    from bench import physical
+
+    physical.create_tables(os.environ["DATABASE_URL"], ["phys-sql"])
+    pool = physical.launch()
+    try:
+        physical.write("phys-sql", call_body(0, "bench_write", 0, tokens=TOKENS))  # warm-up
+        with psycopg_statements() as captured:
+            answer = physical.write("phys-sql", call_body(1, "bench_write", 1, tokens=TOKENS))
+    finally:
+        pool.close()
+    return {"physical": {"status": 200, "call_status": answer["status"], "statements": captured}}
+
+
+def collect(env: dict[str, str]) -> dict[str, Any]:
+    """The statements of every kind of call, each counted in a subprocess of its own
+    (each sets up Django, DBOS or the endpoint its own way); `env` names the bench
+    database, the catalog, the downstream and the agent's token (BENCH_TOKEN)."""
+    found: dict[str, Any] = {}
+    for target in ("toolops", "floor", "physical", "dbos"):
+        argv = [PY, str(BENCH / "sqlcount.py"), target]
+        found.update(json.loads(run_checked(argv, env, f"sqlcount {target}")))
+    expected = {
+        "write": False,
+        "write_budget": False,
+        "read": False,
+        "replay": True,
+        "write_with_tool_call_id": False,
+        "replay_by_tool_call_id": True,
+        "write_with_undo": False,
+    }
+    for name, expect_replayed in expected.items():
+        got = found[name]
+        if got["status"] != 200 or got["replayed"] is not expect_replayed:
+            raise BenchError(f"the {name} call answered {got}")
+    for name in ("dbos_write", "dbos_replay"):
+        if found[name]["result"] != {"ok": True} or not found[name]["statements"]:
+            raise BenchError(f"the DBOS {name} answered {found[name]}")
+    if found["physical"]["call_status"] != "succeeded":
+        raise BenchError(f"the physical write answered {found['physical']}")
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Count the SQL statements of one call.")
-    parser.add_argument("target", choices=["toolops", "floor", "dbos"])
+    parser.add_argument("target", choices=["toolops", "floor", "physical", "dbos"])
     options = parser.parse_args()
     if options.target == "toolops":
         result = count_toolops(os.environ["BENCH_TOKEN"])
     elif options.target == "dbos":
         result = count_dbos()
+    elif options.target == "physical":
+        result = count_physical()
     else:
         result = count_floor()
     json.dump(result, sys.stdout)

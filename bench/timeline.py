@@ -44,11 +44,15 @@ def make_run(*, calls: int, stop_at: int | None, compensations: int = 0) -> Any:
     inserts: a few statements whatever the size."""
     from django.utils import timezone
 
+    from bench.procs import AGENT_RATE_LIMIT
     from compensations.models import Compensation
     from toolops.models import Agent, Attempt, IdempotencyRecord, Run, ToolCall
     from toolops.services import agent_create
 
-    agent = Agent.objects.filter(name=NAME).first() or agent_create(name=NAME)[0]
+    agent = (
+        Agent.objects.filter(name=NAME).first()
+        or agent_create(name=NAME, rate_limit_per_minute=AGENT_RATE_LIMIT)[0]
+    )
     start = timezone.now() - timedelta(seconds=calls / 10 + 60)
     run = Run.objects.create(
         agent=agent,
