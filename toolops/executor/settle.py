@@ -14,6 +14,7 @@ from django.utils import timezone
 from toolops.models import Attempt, IdempotencyRecord, ToolCall
 from toolops.policy import limits as spend
 from toolops.tools import registry
+from toolops.tools.spec import ToolSpec
 from traces import services as traces
 
 from . import feedback, register
@@ -48,49 +49,20 @@ def call_reconcile(*, call_pk: int) -> str:
         return "needs_person"
 
     outcome, found, rows = query_outcome(spec, call, call.run)
-    query = spec.query.tool
     with transaction.atomic():
         Attempt.objects.bulk_create(rows)
         # The looks are children of the call span, which goes out when the call is settled.
         traces.attempts_export(call=call, attempts=rows)
         traces.run_changed(run_pk=call.run_id)  # sent when this commits, whatever it settles
-        pending = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN)
         if outcome is QueryResult.FOUND:
-            traces.result_seal(call, found, spec=spec)  # stored redacted, sealed whole
-            settled = pending.update(
-                status=Status.SUCCEEDED,
-                result=call.result,
-                result_sealed=call.result_sealed,
-                error_class="",
-                error_reason="",
-                error_message="",
-                feedback=feedback.reconciled(spec.name, query),
-                finished_at=timezone.now(),
-                next_reconcile_at=None,
-            )
-            if settled:
-                # Never a success without its undo: registered in the same transaction.
-                call.status = Status.SUCCEEDED
-                register.register_late(call=call, spec=spec)
-                traces.call_settled_export(call_pk=call.pk)  # its span, at last
+            _settle_found(call, spec, found)
             return "succeeded"
         if outcome is QueryResult.NOT_FOUND:
-            # The write provably did not happen. The agent was told not to retry, so the
-            # worker does not send it behind its back: it says so, and the agent decides.
-            if pending.update(
-                status=Status.FAILED,
-                error_class="fatal",
-                error_message=f"{query} found no trace of it: it did not take effect",
-                feedback=feedback.not_applied(spec.name, query),
-                finished_at=timezone.now(),
-                next_reconcile_at=None,
-            ):
-                _free(call)
-                traces.call_settled_export(call_pk=call.pk)
+            _settle_not_found(call, spec)
             return "failed"
         tries = call.reconcile_attempts + 1
         delay = min(RECONCILE_CAP_S, 5.0 * 2**tries)
-        pending.update(
+        ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(
             reconcile_attempts=tries,
             next_reconcile_at=(
                 timezone.now() + timedelta(seconds=delay)
@@ -99,6 +71,46 @@ def call_reconcile(*, call_pk: int) -> str:
             ),
         )
     return "unknown"
+
+
+def _settle_found(call: ToolCall, spec: ToolSpec, found: Any) -> None:
+    """The query tool found the write: it succeeded, with its undo registered in the same
+    transaction (never a success without its undo)."""
+    assert spec.query is not None
+    traces.result_seal(call, found, spec=spec)  # stored redacted, sealed whole
+    settled = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(
+        status=Status.SUCCEEDED,
+        result=call.result,
+        result_sealed=call.result_sealed,
+        error_class="",
+        error_reason="",
+        error_message="",
+        feedback=feedback.reconciled(spec.name, spec.query.tool),
+        finished_at=timezone.now(),
+        next_reconcile_at=None,
+    )
+    if settled:
+        call.status = Status.SUCCEEDED
+        register.register_late(call=call, spec=spec)
+        traces.call_settled_export(call_pk=call.pk)  # its span, at last
+
+
+def _settle_not_found(call: ToolCall, spec: ToolSpec) -> None:
+    """The write provably did not happen. The agent was told not to retry, so the worker
+    does not send it behind its back: it says so, and the agent decides."""
+    assert spec.query is not None
+    query = spec.query.tool
+    failed = ToolCall.objects.filter(pk=call.pk, status=Status.UNKNOWN).update(
+        status=Status.FAILED,
+        error_class="fatal",
+        error_message=f"{query} found no trace of it: it did not take effect",
+        feedback=feedback.not_applied(spec.name, query),
+        finished_at=timezone.now(),
+        next_reconcile_at=None,
+    )
+    if failed:
+        _free(call)
+        traces.call_settled_export(call_pk=call.pk)
 
 
 def _take_look(call_pk: int) -> ToolCall | None:
