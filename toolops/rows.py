@@ -61,13 +61,14 @@ class RowLoader(Generic[M]):
         return self._converters
 
 
-def _prepared(instance: Model, fields: Sequence[Any], add: bool) -> list[Any]:
-    """The parameters of `fields` as Model.save() would send them. A plain field's value
-    goes as the instance holds it (`_plain`); the rest through Django's preparation."""
+def _prepared(instance: Model, plan: _Plan, add: bool) -> list[Any]:
+    """The parameters of the plan's fields as Model.save() would send them. A plain
+    field's value goes as the instance holds it (`_is_plain`); the rest through Django's
+    preparation."""
     db = connections[DEFAULT_DB_ALIAS]  # once, not through the proxy at every field
     return [
         getattr(instance, f.attname) if plain else f.get_db_prep_save(f.pre_save(instance, add), db)
-        for f, plain in zip(fields, _plain(tuple(fields)), strict=True)
+        for f, plain in zip(plan.fields, plan.plain, strict=True)
     ]
 
 
@@ -94,11 +95,6 @@ _PREPARED_TYPES = (
 )
 
 
-@functools.cache
-def _plain(fields: tuple[Any, ...]) -> tuple[bool, ...]:
-    return tuple(_is_plain(f) for f in fields)
-
-
 def _is_plain(field: Any) -> bool:
     if isinstance(field, models.ForeignKey):
         # An id: an auto field's preparation hands it on as it is.
@@ -116,41 +112,59 @@ def _is_plain(field: Any) -> bool:
     )
 
 
+class _Plan:
+    """What a statement needs of a tuple of fields, worked out once per tuple: the
+    column list, the row of placeholders, which fields are plain. Keyed by the tuple's
+    identity (`_plan`): hashing 30 Field objects (their __hash__ is Python) on every call
+    cost more than the rest of building the statement."""
+
+    def __init__(self, fields: tuple[Any, ...]) -> None:
+        self.fields = fields
+        self.plain = tuple(_is_plain(f) for f in fields)
+        self.columns = ", ".join(column_of(f) for f in fields)
+        self.row = "(" + ", ".join("%s" for _ in fields) + ")"
+        # Cast: for VALUES lists not directly under an INSERT, where PostgreSQL cannot
+        # infer a NULL's type.
+        self.typed_row = "(" + ", ".join(f"%s::{f.db_type(connection)}" for f in fields) + ")"
+
+
+_plans: dict[int, _Plan] = {}
+
+
+def _plan(fields: tuple[Any, ...]) -> _Plan:
+    plan = _plans.get(id(fields))
+    if plan is None or plan.fields is not fields:  # the plan holds its tuple: ids stay
+        plan = _plans[id(fields)] = _Plan(fields)
+    return plan
+
+
 @functools.cache
 def insert_fields(model: type[Model], *, skip: tuple[str, ...] = ()) -> tuple[Any, ...]:
     meta = model._meta
     return tuple(f for f in meta.concrete_fields if f is not meta.auto_field and f.name not in skip)
 
 
-@functools.cache
 def columns(fields: tuple[Any, ...]) -> str:
-    return ", ".join(column_of(f) for f in fields)
+    return _plan(fields).columns
 
 
 def values_sql(
     instances: Sequence[Model],
-    fields: Sequence[Any],
+    fields: tuple[Any, ...],
     *,
     typed: bool = False,
     related_saved: bool = True,
 ) -> tuple[str, list[Any]]:
-    """`(…), (…)` rows of parameters for `fields`. typed=True casts each parameter to its
-    column's type, for VALUES lists that are not directly under an INSERT (where
-    PostgreSQL cannot infer a NULL's type)."""
+    """`(…), (…)` rows of parameters for `fields` (from `insert_fields`). typed=True casts
+    each parameter to its column's type."""
     for obj in instances if related_saved else ():
         # A related object saved after it was assigned (a read's call is inserted last):
         # take its primary key now, as Model.save() does.
         # django-stubs leave out this private Model method (Django 5.2 has it).
         obj._prepare_related_fields_for_save(operation_name="insert")  # type: ignore[attr-defined]
-    casts = [_cast(f) if typed else "" for f in fields]
-    row = "(" + ", ".join(f"%s{cast}" for cast in casts) + ")"
-    params = [value for obj in instances for value in _prepared(obj, fields, add=True)]
-    return ", ".join([row] * len(instances)), params
-
-
-@functools.cache
-def _cast(field: Any) -> str:
-    return f"::{field.db_type(connection)}"
+    plan = _plan(fields)
+    params = [value for obj in instances for value in _prepared(obj, plan, add=True)]
+    return ", ".join([plan.typed_row if typed else plan.row] * len(instances)), params
 
 
 def insert(instances: Sequence[Model]) -> None:
@@ -181,12 +195,17 @@ def mark_saved(obj: Model, pk: Any) -> None:
 
 def update_sql(instance: Model, field_names: Sequence[str]) -> tuple[str, list[Any]]:
     """`UPDATE … SET … WHERE pk = …` for these fields of one row."""
-    meta = instance._meta
-    fields = [meta.get_field(name) for name in field_names]
-    quote = connection.ops.quote_name
+    sql, plan = _update_plan(type(instance), tuple(field_names))
+    return sql, [*_prepared(instance, plan, add=False), instance.pk]
+
+
+@functools.cache
+def _update_plan(model: type[Model], field_names: tuple[str, ...]) -> tuple[str, _Plan]:
+    meta = model._meta
+    fields = tuple(meta.get_field(name) for name in field_names)
     sets = ", ".join(f"{column_of(f)} = %s" for f in fields)
-    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {column_of(meta.pk)} = %s"
-    return sql, [*_prepared(instance, fields, add=False), instance.pk]
+    table = connection.ops.quote_name(meta.db_table)
+    return f"UPDATE {table} SET {sets} WHERE {column_of(meta.pk)} = %s", _plan(fields)
 
 
 def update(instance: Model, field_names: Sequence[str]) -> int:

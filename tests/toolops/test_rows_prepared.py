@@ -39,7 +39,7 @@ def test_a_call_and_its_attempt_are_sent_as_django_would_send_them() -> None:
     attempt = Attempt(call_id=5, tool="charge", number=1, span_id="b" * 16, outcome="ok")
     for obj in (call, attempt):
         fields = rows.insert_fields(type(obj))
-        ours = [comparable(v) for v in rows._prepared(obj, fields, add=True)]
+        ours = [comparable(v) for v in rows._prepared(obj, rows._plan(fields), add=True)]
         theirs = [comparable(v) for v in django_prepared(obj, fields)]
         for field, mine, django in zip(fields, ours, theirs, strict=True):
             if field.name == "created_at":
@@ -52,10 +52,24 @@ def test_only_fields_that_prepare_nothing_are_sent_as_they_are() -> None:
         f"{model.__name__}.{f.name}"
         for model in apps.get_models()
         for f, is_plain in zip(
-            rows.insert_fields(model), rows._plain(rows.insert_fields(model)), strict=True
+            rows.insert_fields(model), rows._plan(rows.insert_fields(model)).plain, strict=True
         )
         if is_plain
     }
     assert "ToolCall.status" in plain and "ToolCall.run" in plain
     not_plain = {"ToolCall.args", "ToolCall.created_at", "ToolCall.result", "Attempt.started_at"}
     assert not plain & not_plain
+
+
+@pytest.mark.django_db
+def test_an_update_sends_its_fields_as_django_would() -> None:
+    call = ToolCall(pk=9, status=ToolCall.Status.SUCCEEDED, result={"ok": True}, attempts=2)
+    sql, params = rows.update_sql(call, ["status", "result", "attempts"])
+    assert sql == (
+        'UPDATE "toolops_toolcall" SET "status" = %s, "result" = %s, "attempts" = %s '
+        'WHERE "id" = %s'
+    )
+    fields = tuple(ToolCall._meta.get_field(n) for n in ("status", "result", "attempts"))
+    theirs = [f.get_db_prep_save(f.pre_save(call, False), connection) for f in fields]
+    assert [comparable(p) for p in params] == [*map(comparable, theirs), 9]
+    assert params[0] == "succeeded" and params[2] == 2
