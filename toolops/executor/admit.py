@@ -2,7 +2,7 @@
 before anything is claimed or sent, the policy in force — read with the run
 (context.py) — says whether the call is permitted, whether it waits for a person, and
 what spend it reserves. The reservation itself is taken by the claim's statement
-(store.py); this module decides what a call over a limit becomes: refused with
+(statements/claim.py); this module decides what a call over a limit becomes: refused with
 `spend_limit`, or held for a reviewer when the limit says `on_exceed = "approve"`.
 
 Without a policy nothing here runs: `verdict` answers None at the cost of one test."""

@@ -1,7 +1,7 @@
 """The approval gate (DESIGN.md "Approvals"): one question — does this call need a
 person? — and, when it does, the hold: the call's key claimed and its approval opened in
 one transaction, nothing sent. A read never needs one; a tool with no approval and no
-session to compare costs nothing here: a possible duplicate (duplicates.py) was read
+session to compare costs nothing here: a possible duplicate (context.py) was read
 along with the run (context.py).
 
 What happens next — decisions, expiry, running the approved call — is toolops/approvals'."""
