@@ -61,11 +61,14 @@ scale: services $(STAMP)
 services:
 	PYTHON=$(PYTHON) .ci/services
 
-# ruff, and the import contract (pyproject.toml [tool.importlinter], docs/architecture.md).
+# ruff, the import contract (pyproject.toml [tool.importlinter], docs/architecture.md),
+# and the type checker on the product code ([tool.mypy]; incremental: its cache is in
+# .mypy_cache).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

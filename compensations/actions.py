@@ -43,7 +43,7 @@ def ticket_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         form.cleaned_data["to"], form.cleaned_data.get("person")
     )
     try:
-        desk.ticket_assign(ticket=ticket, by=request.user, to=to)  # type: ignore[arg-type]
+        desk.ticket_assign(ticket=ticket, by=request.user, to=to)
     except desk.TicketActionRefused as exc:
         messages.error(request, f"Not assigned: {exc}")
         return _back(ticket)
@@ -61,7 +61,7 @@ def ticket_assign(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def ticket_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = get_ticket(request, pk)
     try:
-        ticket = desk.ticket_retry(ticket=ticket, by=request.user)  # type: ignore[arg-type]
+        ticket = desk.ticket_retry(ticket=ticket, by=request.user)
     except desk.TicketActionRefused as exc:
         messages.error(request, str(exc))
     else:
@@ -77,7 +77,7 @@ def ticket_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return ticket_page(request, ticket, note_form=form, status=400)
     try:
-        desk.ticket_resolve(ticket=ticket, by=request.user, note=form.cleaned_data["note"])  # type: ignore[arg-type]
+        desk.ticket_resolve(ticket=ticket, by=request.user, note=form.cleaned_data["note"])
     except desk.TicketActionRefused as exc:
         messages.error(request, str(exc))
     else:
@@ -92,7 +92,7 @@ def ticket_comment(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     form = CommentForm(request.POST)
     if not form.is_valid():
         return ticket_page(request, ticket, comment_form=form, status=400)
-    desk.ticket_comment(ticket=ticket, by=request.user, text=form.cleaned_data["text"])  # type: ignore[arg-type]
+    desk.ticket_comment(ticket=ticket, by=request.user, text=form.cleaned_data["text"])
     return _back(ticket)
 
 
@@ -108,7 +108,7 @@ def ticket_snooze_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     choice = form.cleaned_data["until"]
     until = form.cleaned_data["at"] if choice == "custom" else snooze_choices(now)[choice]
     try:
-        ticket_snooze(ticket=ticket, by=request.user, until=until)  # type: ignore[arg-type]
+        ticket_snooze(ticket=ticket, by=request.user, until=until)
     except desk.TicketActionRefused as exc:
         messages.error(request, f"Not snoozed: {exc}")
         return ticket_page(request, ticket, snooze_form=form, status=400)
@@ -123,7 +123,7 @@ def ticket_snooze_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def ticket_unsnooze_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ticket = get_ticket(request, pk)
     try:
-        ticket_unsnooze(ticket=ticket, by=request.user)  # type: ignore[arg-type]
+        ticket_unsnooze(ticket=ticket, by=request.user)
     except desk.TicketActionRefused as exc:
         messages.error(request, str(exc))
     else:
@@ -147,7 +147,7 @@ def tickets_bulk(request: HtmxHttpRequest) -> HttpResponse:
     action = "retry" if form.cleaned_data["action"] == "retry" else "assign"
     to = form.cleaned_data.get("person") if form.cleaned_data["action"] == "assign_to" else None
     try:
-        outcome = desk.tickets_bulk(tickets=tickets, by=request.user, action=action, to=to)  # type: ignore[arg-type]
+        outcome = desk.tickets_bulk(tickets=tickets, by=request.user, action=action, to=to)
     except desk.TicketActionRefused as exc:
         messages.error(request, f"Nothing was done: {exc}")
         return HttpResponseRedirect(back)

@@ -31,7 +31,7 @@ from toolops.permissions import can_work_tickets
 from traces import services as traces
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 
 class TicketActionRefused(Exception):
@@ -42,13 +42,13 @@ class TicketActionRefused(Exception):
 CHANGED = "The ticket changed meanwhile: reload it and try again."
 NOTHING_TO_RETRY = "Nothing to retry: the undo is not waiting for a person."
 # Why an undo is not retried, by its state, when that is not "a person must act".
-NOT_WAITING = {
+NOT_WAITING: dict[str, str] = {
     CompensationStatus.SUCCEEDED: "The undo was already made: there is nothing to retry.",
     CompensationStatus.RESOLVED: "It was fixed by hand: there is nothing to retry.",
 }
 
 
-def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser | None) -> Ticket:
+def ticket_assign(*, ticket: Ticket, by: User, to: User | None) -> Ticket:
     """Give an open ticket to `to` (a person who may work tickets), or to nobody."""
     if to is not None and not can_work_tickets(to):
         raise TicketActionRefused(_cannot_work(to))
@@ -58,7 +58,7 @@ def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser 
             raise TicketActionRefused("The ticket is closed: there is nothing left to work on.")
         if ticket.assignee_id == (to.pk if to else None):
             return ticket
-        ticket.assignee = to  # type: ignore[assignment]
+        ticket.assignee = to
         ticket.updated_at = timezone.now()
         ticket.save(update_fields=["assignee", "updated_at"])
         if to is None:
@@ -76,14 +76,14 @@ def ticket_assign(*, ticket: Ticket, by: AbstractBaseUser, to: AbstractBaseUser 
     return ticket
 
 
-def _cannot_work(person: AbstractBaseUser) -> str:
+def _cannot_work(person: User) -> str:
     return (
         f"{person.get_username()} cannot work tickets: only support staff and superusers "
         "can be assigned one."
     )
 
 
-def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
+def ticket_retry(*, ticket: Ticket, by: User) -> Ticket:
     """Run the dead-lettered compensation again, through the worker: a new round of the
     undo call, with the same idempotency key. The ticket stays open until it succeeds."""
     with transaction.atomic():
@@ -94,24 +94,7 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
             .get(pk=ticket.pk)
         )
         compensation = ticket.compensation
-        if ticket.status == Ticket.Status.CLOSED:
-            raise TicketActionRefused("The ticket is closed: there is nothing left to retry.")
-        if compensation.status in (CompensationStatus.PENDING, CompensationStatus.RUNNING):
-            raise TicketActionRefused("A retry is already running: wait for its outcome.")
-        if compensation.status != CompensationStatus.DEAD_LETTERED:
-            raise TicketActionRefused(NOT_WAITING.get(compensation.status, NOTHING_TO_RETRY))
-        if compensation.problem:
-            raise TicketActionRefused(
-                "Its undo cannot be built from the call, so a retry would fail the same "
-                "way: undo it by hand, then Resolve with a note."
-            )
-        last = compensation.undo_call
-        if last is not None and last.status == ToolCall.Status.UNKNOWN:
-            # Never re-send an unsafe write blindly.
-            raise TicketActionRefused(
-                f"The last {compensation.tool} went out and its outcome is unknown: check the "
-                "downstream, then Resolve with a note."
-            )
+        _refuse_retry_unless_waiting(ticket, compensation)
         # An open breaker would refuse it unsent: the round waits for it (the worker
         # checks again when it starts), and the ticket says when it runs.
         until = breaker_wait(tool=compensation.tool, queued_at=None)
@@ -147,7 +130,30 @@ def ticket_retry(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
     return ticket
 
 
-def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket:
+def _refuse_retry_unless_waiting(ticket: Ticket, compensation: Compensation) -> None:
+    """TicketActionRefused, saying why, unless the undo waits for a person and a new round
+    can be sent (the ticket and its compensation are locked)."""
+    if ticket.status == Ticket.Status.CLOSED:
+        raise TicketActionRefused("The ticket is closed: there is nothing left to retry.")
+    if compensation.status in (CompensationStatus.PENDING, CompensationStatus.RUNNING):
+        raise TicketActionRefused("A retry is already running: wait for its outcome.")
+    if compensation.status != CompensationStatus.DEAD_LETTERED:
+        raise TicketActionRefused(NOT_WAITING.get(compensation.status, NOTHING_TO_RETRY))
+    if compensation.problem:
+        raise TicketActionRefused(
+            "Its undo cannot be built from the call, so a retry would fail the same "
+            "way: undo it by hand, then Resolve with a note."
+        )
+    last = compensation.undo_call
+    if last is not None and last.status == ToolCall.Status.UNKNOWN:
+        # Never re-send an unsafe write blindly.
+        raise TicketActionRefused(
+            f"The last {compensation.tool} went out and its outcome is unknown: check the "
+            "downstream, then Resolve with a note."
+        )
+
+
+def ticket_resolve(*, ticket: Ticket, by: User, note: str) -> Ticket:
     """Settled by hand: the compensation becomes `resolved`; a run with nothing else
     open ends `aborted`."""
     note = note.strip()
@@ -181,7 +187,7 @@ def ticket_resolve(*, ticket: Ticket, by: AbstractBaseUser, note: str) -> Ticket
     return ticket
 
 
-def ticket_comment(*, ticket: Ticket, by: AbstractBaseUser, text: str) -> TicketEvent:
+def ticket_comment(*, ticket: Ticket, by: User, text: str) -> TicketEvent:
     text = text.strip()
     if not text:
         raise TicketActionRefused("A comment cannot be empty.")
@@ -217,7 +223,7 @@ class BulkOutcome:
 
 
 def tickets_bulk(
-    *, tickets: list[Ticket], by: AbstractBaseUser, action: str, to: AbstractBaseUser | None = None
+    *, tickets: list[Ticket], by: User, action: str, to: User | None = None
 ) -> BulkOutcome:
     """Retry or assign many tickets (`action` "retry" or "assign", to `to`, else to `by`).
     Only open tickets are acted on: a closed one is skipped and named. Each ticket is its

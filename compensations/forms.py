@@ -38,7 +38,9 @@ class TicketFilterForm(forms.Form):
             .order_by("username")
             .values_list("username", flat=True)
         )
-        self.fields["assignee"].choices = [
+        assignee = self.fields["assignee"]  # a copy of the declared field, typed Field
+        assert isinstance(assignee, forms.ChoiceField)
+        assignee.choices = [
             ("", "Anyone"),
             ("none", "Unassigned"),
             *[(n, n) for n in names],
@@ -154,4 +156,6 @@ class BulkForm(forms.Form):
         raw = self.data.getlist("ids") if hasattr(self.data, "getlist") else []
         valid = [int(v) for v in raw if str(v).isdigit()]
         known = Ticket.objects.filter(pk__in=valid).values_list("pk", flat=True)
-        self.fields["ids"].choices = [(str(pk), str(pk)) for pk in known]
+        ids = self.fields["ids"]  # a copy of the declared field, typed Field
+        assert isinstance(ids, forms.ChoiceField)
+        ids.choices = [(str(pk), str(pk)) for pk in known]

@@ -120,6 +120,14 @@ class Ticket(models.Model):
 
     objects = TicketQuerySet.as_manager()
 
+    # Not columns: what the desk's list says of a ticket in words, set on the instances
+    # it shows (page.list_words; its wait by views.ticket_list) for the templates.
+    title: str
+    status_words: str
+    error_words: str
+    snooze_words: str
+    waited: str
+
     class Meta:
         indexes = [models.Index(fields=["status", "opened_at"])]
 
@@ -155,6 +163,11 @@ class TicketEvent(models.Model):
     )
     text = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+
+    # Not columns: the thread's words for an event, set on the instances the ticket page
+    # shows (page._events) for its template: its kind, and its text with times said.
+    words: str
+    said: str
 
     class Meta:
         ordering = ["created_at", "pk"]

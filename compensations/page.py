@@ -43,18 +43,16 @@ def list_words(ticket: Ticket, now: datetime) -> None:
     it is snoozed, till when."""
     compensation = ticket.compensation
     undone = compensation.call
-    ticket.title = wording.ticket_title(  # type: ignore[attr-defined]
-        ticket, undone=undone, spec=registry.get(undone.tool)
-    )
-    ticket.status_words = wording.status_words(compensation.status)  # type: ignore[attr-defined]
+    ticket.title = wording.ticket_title(ticket, undone=undone, spec=registry.get(undone.tool))
+    ticket.status_words = wording.status_words(compensation.status)
     error = error_words(
         compensation.last_error,
         tool=compensation.tool,
         spec=registry.get(compensation.tool),
         now=now,
     )
-    ticket.error_words = error or compensation.problem  # type: ignore[attr-defined]
-    ticket.snooze_words = (  # type: ignore[attr-defined]
+    ticket.error_words = error or compensation.problem
+    ticket.snooze_words = (
         at_words(ticket.snoozed_until, now) if ticket.snoozed_until and snoozed(ticket, now) else ""
     )
 
@@ -118,6 +116,6 @@ def _events(ticket: Ticket, now: datetime) -> list[Any]:
     """The thread, each event's kind in words and any ISO time in its text said plainly."""
     events = list(ticket.events.select_related("actor"))
     for event in events:
-        event.words = wording.event_words(event.kind)  # type: ignore[attr-defined]
-        event.said = times_in_text(event.text, now)  # type: ignore[attr-defined]
+        event.words = wording.event_words(event.kind)
+        event.said = times_in_text(event.text, now)
     return events

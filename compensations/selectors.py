@@ -222,7 +222,8 @@ def ticket_history() -> QuerySet[Ticket]:
 
 def closed_row(ticket: Ticket) -> Closed:
     """The last closing event says who and how (a reopened ticket closes again)."""
-    event = ticket.closings[0] if getattr(ticket, "closings", None) else None  # type: ignore[attr-defined]
+    closings: list[TicketEvent] = getattr(ticket, "closings", None) or []  # the Prefetch's
+    event = closings[0] if closings else None
     if event is None:
         return Closed(ticket, by="—", how="closed", note="")
     by = event.actor.get_username() if event.actor else "ToolOps"

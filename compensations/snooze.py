@@ -19,7 +19,7 @@ from toolops.audit.services import Action, audit_record
 from toolops.templatetags.when import at_words, clock, day_words
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 # Longer, and the ticket would be forgotten rather than put aside.
 SNOOZE_MAX = timedelta(days=30)
@@ -41,7 +41,7 @@ def snooze_problem(until: datetime, now: datetime) -> str:
     return ""
 
 
-def ticket_snooze(*, ticket: Ticket, by: AbstractBaseUser, until: datetime) -> Ticket:
+def ticket_snooze(*, ticket: Ticket, by: User, until: datetime) -> Ticket:
     """Put an open ticket aside until `until` (after now, within 30 days)."""
     now = timezone.now()
     problem = snooze_problem(until, now)
@@ -66,7 +66,7 @@ def ticket_snooze(*, ticket: Ticket, by: AbstractBaseUser, until: datetime) -> T
     return ticket
 
 
-def ticket_unsnooze(*, ticket: Ticket, by: AbstractBaseUser) -> Ticket:
+def ticket_unsnooze(*, ticket: Ticket, by: User) -> Ticket:
     """Bring a snoozed ticket back to the Open list now."""
     now = timezone.now()
     with transaction.atomic():

@@ -15,7 +15,7 @@ from compensations.models import Compensation, Ticket, TicketEvent
 from toolops.notify import events as notify
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 Kind = TicketEvent.Kind
 
@@ -47,7 +47,7 @@ def ticket_open(compensation: Compensation, reason: str, text: str) -> Ticket:
     return ticket
 
 
-def ticket_close(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: str) -> None:
+def ticket_close(ticket: Ticket, by: User | None, kind: str, text: str) -> None:
     now = timezone.now()
     Ticket.objects.filter(pk=ticket.pk).update(
         status=Ticket.Status.CLOSED, closed_at=now, updated_at=now
@@ -56,7 +56,7 @@ def ticket_close(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: s
     ticket_event(ticket, by, kind, text)
 
 
-def ticket_event(ticket: Ticket, by: AbstractBaseUser | None, kind: str, text: str) -> TicketEvent:
+def ticket_event(ticket: Ticket, by: User | None, kind: str, text: str) -> TicketEvent:
     event = TicketEvent.objects.create(ticket=ticket, actor=by, kind=kind, text=text[:4000])
     live.tickets_changed(ticket_id=ticket.pk)
     return event

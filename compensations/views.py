@@ -49,7 +49,7 @@ def ticket_list(request: HtmxHttpRequest) -> HttpResponse:
     )
     for ticket in tickets:
         list_words(ticket, now)
-        ticket.waited = waited(ticket.opened_at, now)  # type: ignore[attr-defined]
+        ticket.waited = waited(ticket.opened_at, now)
     ctx = _live(
         form=form,
         filters=filters,

@@ -58,7 +58,9 @@ application = TrustedProxies(
                 # SIGTERM marks the process as stopping before uvicorn closes its socket.
                 "lifespan": with_stopping_hook(mcp_application.lifespan),
                 "websocket": AllowedHostsOriginValidator(
-                    AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))
+                    # types-channels want patterns of its own type, which Django's path()
+                    # (as Channels' documentation routes consumers) is not typed to return.
+                    AuthMiddlewareStack(URLRouter([*runs_ws, *desk_ws, *approvals_ws]))  # type: ignore[list-item]
                 ),
             }
         ),

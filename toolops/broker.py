@@ -36,6 +36,7 @@ from queue import Empty
 from time import monotonic_ns
 from typing import Any
 
+from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
@@ -69,14 +70,16 @@ def is_message_of(filename: str, queue: str) -> bool:
 class Channel(filesystem.Channel):
     """kombu's filesystem channel, with atomic writes and claims (module docstring)."""
 
-    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:
+    # The signatures of kombu's filesystem.Channel, which its stubs leave out (they have
+    # only the virtual channel's, which the filesystem transport does not follow).
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
         path = Path(self.data_folder_out) / message_name(queue)
         try:
             write_whole(path, str_to_bytes(dumps(payload)))
         except OSError as exc:
-            raise filesystem.ChannelError(f"Cannot add file {str(path)!r} to directory") from exc
+            raise ChannelError(f"Cannot add file {str(path)!r} to directory") from exc
 
-    def _get(self, queue: str) -> dict[str, Any]:
+    def _get(self, queue: str) -> dict[str, Any]:  # type: ignore[override]  # as _put
         folder = Path(self.data_folder_in)
         for filename in sorted(os.listdir(folder)):
             if not is_message_of(filename, queue):
@@ -129,16 +132,21 @@ class Channel(filesystem.Channel):
     def _table_locked(self, exchange: str) -> Iterator[Path]:
         """The exchange's table file, with a lock that serialises its writers (readers
         need none: the table is replaced whole)."""
-        table = self._exchange_file(exchange)
+        # kombu 5.7's own method, which celery-types' kombu stubs do not have yet.
+        table: Path = self._exchange_file(exchange)  # type: ignore[attr-defined]
         self.control_folder.mkdir(parents=True, exist_ok=True)
         with open(table.with_name(f".{table.name}.lock"), "ab") as lock_file:
-            filesystem.lock(lock_file, filesystem.LOCK_EX)
+            # kombu's stubs miss LOCK_EX (set per platform) and type the file too narrowly:
+            # lock() takes any open file (it locks its descriptor).
+            filesystem.lock(lock_file, filesystem.LOCK_EX)  # type: ignore[arg-type, attr-defined]
             try:
                 yield table
             finally:
-                filesystem.unlock(lock_file)
+                filesystem.unlock(lock_file)  # type: ignore[arg-type]
 
-    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+    def _queue_bind(
+        self, exchange: str, routing_key: str | None, pattern: str | None, queue: str | None
+    ) -> None:
         entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         with self._table_locked(exchange) as table:
             entries = self.get_table(exchange)

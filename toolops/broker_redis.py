@@ -40,13 +40,15 @@ def closed(channel: Any) -> bool:
 class QoS(kombu_redis.QoS):
     def restore_unacked(self, client: Any = None) -> None:
         if client is None and closed(self.channel):
+            # Set by QoS.__init__: None is only the class's default (and its stubs' type).
+            delivered: dict[str, Any] = self._delivered or {}
             logger.warning(
                 "%s: %d unacknowledged message(s) left in Redis (redelivered after its "
                 "visibility timeout if it kept them) and to the database sweeps",
                 CLOSED,
-                len(self._delivered),
+                len(delivered),
             )
-            self._delivered.clear()
+            delivered.clear()
             return
         super().restore_unacked(client)
 
@@ -57,7 +59,8 @@ class Channel(kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         if closed(self):
             raise RedisConnectionError(CLOSED)
-        return super()._connparams(asynchronous=asynchronous)
+        # kombu's own method, which celery-types' kombu stubs leave out.
+        return super()._connparams(asynchronous=asynchronous)  # type: ignore[misc]
 
 
 class Transport(kombu_redis.Transport):

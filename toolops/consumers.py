@@ -10,6 +10,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user
+from django.http import HttpRequest
 
 from toolops.accounts.twofactor import session_may_proceed
 from toolops.live import Changed
@@ -46,7 +47,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     def _allowed_now(self) -> bool:
         user: Any = self.scope.get("user")
         if "session" in self.scope:
-            user = get_user(_SessionRequest(self.scope["session"]))
+            # get_user needs only a request's session.
+            request = HttpRequest()
+            request.session = self.scope["session"]
+            user = get_user(request)
         elif user is not None and user.is_authenticated:
             user = type(user).objects.filter(pk=user.pk).first()
         if user is None or not user.is_authenticated or not user.is_active:
@@ -56,10 +60,3 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if not session_may_proceed(user, self.scope.get("session")):
             return False
         return bool(type(self).allowed(user))
-
-
-class _SessionRequest:
-    """What django.contrib.auth.get_user needs of a request: its session."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session

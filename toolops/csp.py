@@ -14,5 +14,7 @@ from django.http import HttpRequest, HttpResponseBase
 class ContentSecurityPolicyMiddleware(CSPMiddleware):
     async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
         self.process_request(request)
-        response = await self.get_response(request)
+        # django-stubs type get_response as sync or async whatever the mode; Django calls
+        # __acall__ only when it is async.
+        response = await self.get_response(request)  # type: ignore[misc]
         return self.process_response(request, response)

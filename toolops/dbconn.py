@@ -43,7 +43,7 @@ class DeadlineConnection(psycopg.Connection):
     """The pool's connection class (OPTIONS["pool"]["connection_class"])."""
 
     @classmethod
-    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
         conn = super().connect(conninfo, **kwargs)
         autocommit = conn.autocommit
         conn.autocommit = True

@@ -11,6 +11,7 @@ import ipaddress
 import os
 import secrets
 from pathlib import Path
+from typing import overload
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -35,6 +36,10 @@ def envfloat(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
 
 
+@overload
+def envint(name: str, default: int) -> int: ...
+@overload
+def envint(name: str, default: None) -> int | None: ...
 def envint(name: str, default: int | None) -> int | None:
     raw = os.getenv(name)
     if raw is None or raw == "":
@@ -128,7 +133,7 @@ def trusted_proxies(raw: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Netw
     return networks
 
 
-def database(data_dir: Path) -> dict[str, object]:
+def database(data_dir: Path) -> dj_database_url.DBConfig:
     """DATABASE_URL (default: SQLite in the data directory), with what each engine needs
     here."""
     url = os.getenv("DATABASE_URL") or f"sqlite:///{data_dir / 'toolops.sqlite3'}"

@@ -33,10 +33,13 @@ class RunFilterForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["status"].choices = [("", "All statuses"), *Run.Status.choices]
+        # self.fields holds copies of the fields declared above, typed as plain Fields.
+        status, agent = self.fields["status"], self.fields["agent"]
+        assert isinstance(status, forms.ChoiceField) and isinstance(agent, forms.ChoiceField)
+        status.choices = [("", "All statuses"), *Run.Status.choices]
         # Plain choices from one query: a ModelChoiceField would query again to validate.
         agents = Agent.objects.order_by("name").values_list("pk", "name")
-        self.fields["agent"].choices = [("", "All agents")] + [(str(pk), n) for pk, n in agents]
+        agent.choices = [("", "All agents")] + [(str(pk), n) for pk, n in agents]
 
     def filters(self) -> dict[str, str]:
         """The valid filters; an invalid one is ignored rather than failing the page."""
@@ -70,6 +73,12 @@ def _positive(value: float | None, name: str) -> float | None:
     if value is not None and value <= 0:
         raise forms.ValidationError(f"{name} must be greater than 0.")
     return value
+
+
+# Where each field of the tool policy form keeps the catalog's value, which the page
+# shows beside it (templates/console/tool_policy.html: field.field.catalog_default): an
+# attribute of no form field's.
+CATALOG_DEFAULT = "catalog_default"
 
 
 class ToolPolicyForm(forms.ModelForm):
@@ -127,7 +136,7 @@ class ToolPolicyForm(forms.ModelForm):
 
     class Meta:
         model = ToolPolicy
-        fields = POLICY_FIELDS
+        fields: tuple[str, ...] = POLICY_FIELDS  # the admin's form adds one
 
     def __init__(self, *args: Any, spec: ToolSpec, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -139,7 +148,7 @@ class ToolPolicyForm(forms.ModelForm):
             else:
                 default = f"{value:g}"
                 self.fields[name].widget.attrs["placeholder"] = f"default {default}"
-            self.fields[name].catalog_default = default  # type: ignore[attr-defined]
+            setattr(self.fields[name], CATALOG_DEFAULT, default)
 
     def clean_timeout_s(self) -> float | None:
         return _positive(self.cleaned_data.get("timeout_s"), "Timeout")
@@ -151,7 +160,8 @@ class ToolPolicyForm(forms.ModelForm):
         return _positive(self.cleaned_data.get("backoff_cap_s"), "Backoff cap")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if "backoff_base_s" in data and "backoff_cap_s" in data:
             base = data["backoff_base_s"]
             cap = data["backoff_cap_s"]
@@ -227,7 +237,8 @@ class SettleUnknownForm(forms.Form):
             raise forms.ValidationError(f"Enter valid JSON: {exc}.") from None
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         result = data.get("result")
         if result is None or "outcome" not in data:
             return data

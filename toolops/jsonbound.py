@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -162,7 +163,7 @@ def _walk(value: Any, limits: Limits | None, *, leaves: bool, strings: bool, pre
                 raise JSONBoundError(
                     f"{prefix}JSON with more than {limits.values:,} values is not accepted"
                 )
-        children = node.items() if kind is dict else enumerate(node)
+        children: Iterable[tuple[Any, Any]] = node.items() if kind is dict else enumerate(node)
         for key, child in children:
             if strings and kind is dict and "\x00" in key:
                 raise JSONBoundError(f"{prefix}{NUL} ({_at(path)})")

@@ -10,26 +10,30 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+    from django.contrib.auth.models import AnonymousUser
+    from django.contrib.auth.models import User as Person
     from django.http import HttpRequest, HttpResponse
 
-    User = AbstractBaseUser | AnonymousUser
+    User = Person | AnonymousUser
 
 REVIEWERS = "reviewers"
 SUPPORT = "support"
 OPERATORS = "operators"
 CONSOLE_GROUPS = frozenset({REVIEWERS, SUPPORT, OPERATORS})
+# Where group_names keeps its answer on the user object, an attribute of no model's: the
+# way Django's ModelBackend keeps its _perm_cache.
+_GROUPS_CACHE = "_console_groups"
 
 
 def group_names(user: User) -> frozenset[str]:
     """The user's console groups, read once per request (cached on the user object)."""
     if not user.is_authenticated or not user.is_active:
         return frozenset()
-    cached: frozenset[str] | None = getattr(user, "_console_groups", None)
+    cached: frozenset[str] | None = getattr(user, _GROUPS_CACHE, None)
     if cached is None:
-        names = user.groups.filter(name__in=CONSOLE_GROUPS).values_list("name", flat=True)  # type: ignore[union-attr]
+        names = user.groups.filter(name__in=CONSOLE_GROUPS).values_list("name", flat=True)
         cached = frozenset(names)
-        user._console_groups = cached  # type: ignore[union-attr]
+        setattr(user, _GROUPS_CACHE, cached)
     return cached
 
 

@@ -18,7 +18,7 @@ from toolops.models import Agent, CircuitBreaker, Run, ToolCall, ToolPolicy, new
 from traces import services as traces
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 __all__ = [
     "CallAnswer",
@@ -63,7 +63,7 @@ def agent_create(
     return agent, token
 
 
-def agent_rate_limit_set(*, agent: Agent, per_minute: int | None, by: AbstractBaseUser) -> Agent:
+def agent_rate_limit_set(*, agent: Agent, per_minute: int | None, by: User) -> Agent:
     """An operator's change of an agent's per-minute limit (None: no limit), audited
     together. Every process applies it within AGENT_CACHE_S."""
     before = agent.rate_limit_per_minute
@@ -190,7 +190,7 @@ def run_abort(*, run: Run, reason: str) -> Run:
     return run
 
 
-def run_abort_audited(*, run: Run, reason: str, by: AbstractBaseUser) -> Run:
+def run_abort_audited(*, run: Run, reason: str, by: User) -> Run:
     """An operator aborts a run from the console; audited with the abort, together."""
     with transaction.atomic():
         before = run.status
@@ -210,11 +210,11 @@ def run_abort_audited(*, run: Run, reason: str, by: AbstractBaseUser) -> Run:
 # -- console writes, each audited (toolops/audit/) in the same transaction ----------------
 
 
-def tool_policy_save(*, policy: ToolPolicy, by: AbstractBaseUser, changes: str) -> ToolPolicy:
+def tool_policy_save(*, policy: ToolPolicy, by: User, changes: str) -> ToolPolicy:
     """Save an operator's overrides and audit them, together."""
     adding = policy._state.adding
     with transaction.atomic():
-        policy.updated_by = by  # type: ignore[assignment]
+        policy.updated_by = by
         policy.save()
         audit_record(
             actor=by,
@@ -229,7 +229,7 @@ def tool_policy_save(*, policy: ToolPolicy, by: AbstractBaseUser, changes: str) 
 def call_settle_audited(
     *,
     call: ToolCall,
-    by: AbstractBaseUser,
+    by: User,
     succeeded: bool,
     note: str,
     result: Any,
@@ -256,9 +256,7 @@ def call_settle_audited(
     return settled
 
 
-def breaker_force_open_audited(
-    *, tool: str, minutes: int, reason: str, by: AbstractBaseUser
-) -> CircuitBreaker:
+def breaker_force_open_audited(*, tool: str, minutes: int, reason: str, by: User) -> CircuitBreaker:
     """Hold the breaker open through the executor and audit it, together."""
     with transaction.atomic():
         # force_open creates the row when the breaker never tripped.
@@ -274,7 +272,7 @@ def breaker_force_open_audited(
     return row
 
 
-def breaker_reset_audited(*, tool: str, by: AbstractBaseUser) -> CircuitBreaker | None:
+def breaker_reset_audited(*, tool: str, by: User) -> CircuitBreaker | None:
     """Close the breaker through the executor and audit it, together. None: no row, so the
     breaker never tripped or counted a failure and there is nothing to reset."""
     with transaction.atomic():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
@@ -348,7 +349,8 @@ TOOLOPS_ARGS_KEYS = args_keys(DATA_DIR)
 # Unset, the key above was made on this host (checks.py warns where that will not do).
 TOOLOPS_ARGS_KEYS_SET = bool(os.getenv("TOOLOPS_ARGS_KEYS", "").strip())
 
-LOGGING = {
+# logging.config.dictConfig's schema: its values are of many kinds.
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     # No log line carries an e-mail address or a card number, whoever wrote it.

@@ -9,7 +9,7 @@ from toolops.models import ToolCall
 
 S = ToolCall.Status
 
-_WHAT = {
+_WHAT: dict[str, str] = {
     S.FAILED: "failed",
     S.SKIPPED: "was skipped",
     S.DEGRADED: "returned partial data",
@@ -18,7 +18,7 @@ _WHAT = {
     S.PENDING_APPROVAL: "is waiting for approval",
     S.IN_PROGRESS: "is still running",
 }
-_REASON = {
+_REASON: dict[str, str] = {
     "timeout": "timed out",
     "circuit_open": "was unavailable",
     "budget_exhausted": "hit the run budget",

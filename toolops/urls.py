@@ -32,7 +32,7 @@ urlpatterns = [
 def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if request.path.startswith("/api/"):
         return api_not_found(request, exception)
-    return page_not_found(request, exception)  # type: ignore[arg-type]
+    return page_not_found(request, exception)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:

@@ -19,8 +19,9 @@ import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import (
@@ -166,7 +167,9 @@ class ToolOpsCollector:
 
     def _calls(self, tools: list[str]) -> Iterator[Metric]:
         duration = ExpressionWrapper(F("finished_at") - LATENCY_START, output_field=DurationField())
-        rows = (
+        # The Django plugin would type a row by the annotate() keywords it can see, not the
+        # histogram's buckets spread in with **: a row is read as the mapping it is.
+        rows: Iterable[Mapping[str, Any]] = (
             ToolCall.objects.filter(finished_at__isnull=False)
             .order_by()
             .annotate(label=tool_label_sql(tools))

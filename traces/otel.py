@@ -98,14 +98,12 @@ def _exporter(name: str) -> Any:
 
         return ConsoleSpanExporter()
     if protocol() == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
-            OTLPSpanExporter,
-        )
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
-            OTLPSpanExporter,
-        )
-    return OTLPSpanExporter()
+        from opentelemetry.exporter.otlp.proto.grpc import trace_exporter as grpc  # noqa: PLC0415
+
+        return grpc.OTLPSpanExporter()
+    from opentelemetry.exporter.otlp.proto.http import trace_exporter as http  # noqa: PLC0415
+
+    return http.OTLPSpanExporter()
 
 
 def setup(*, exporters: Sequence[Any] | None = None, instrument: bool = True) -> bool:
@@ -227,8 +225,8 @@ def reset_for_tests() -> None:
         processor.shutdown()
     _processors.clear()
     _provider = _resource = _scope = None
-    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
-    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
 
 
 @lru_cache(maxsize=4)

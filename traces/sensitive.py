@@ -154,7 +154,8 @@ class Secrets:
                 if secret in text:
                     text = text.replace(secret, REDACTED)
             return text
-        heads, found = self.heads, set()
+        heads = self.heads
+        found: set[str] = set()
         for start in range(len(text) - MIN_SCRUB_LEN + 1):
             bucket = heads.get(text[start : start + MIN_SCRUB_LEN])
             if bucket is not None:

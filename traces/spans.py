@@ -27,6 +27,7 @@ from django.utils import timezone
 from toolops.models import Attempt, ToolCall, new_span_id
 from toolops.policy.verdict import names as policy_names
 from toolops.tools import registry
+from toolops.tools.spec import ToolSpec
 
 from . import otel
 from .vault import args_redacted
@@ -156,9 +157,35 @@ def _call_span(
 ) -> Any:
     o = _otel()
     replayed = bool(span_id)
-    ok = call.status == ToolCall.Status.SUCCEEDED
     spec = registry.get(call.tool)
     tool = call.tool if spec is not None else UNKNOWN_TOOL
+    links = list(links or ())
+    if call.link and not replayed:
+        linked_trace, _, linked_span = call.link.partition("-")
+        links.append(o.Link(_context(linked_trace, linked_span), {"toolops.link": "undoes"}))
+    parent_id = call.parent_span_id if parent_span_id is None else parent_span_id
+    parent = _context(trace_id, parent_id) if parent_id else None
+    start = start or call.created_at
+    end = end or call.finished_at or timezone.now()
+    return o.ReadableSpan(
+        name=f"execute_tool {tool}",
+        context=_context(trace_id, span_id or call.span_id),
+        parent=parent,
+        resource=otel.resource(),
+        attributes=_call_attributes(call, spec, tool=tool, replayed=replayed),
+        links=links,
+        kind=o.SpanKind.INTERNAL,
+        status=o.OK if call.status == ToolCall.Status.SUCCEEDED else o.ERROR,
+        start_time=_ns(start),
+        end_time=max(_ns(end), _ns(start)),
+        instrumentation_scope=otel.scope(),
+    )
+
+
+def _call_attributes(
+    call: ToolCall, spec: ToolSpec | None, *, tool: str, replayed: bool
+) -> dict[str, Any]:
+    """The call span's attributes: the GenAI conventions' and ToolOps' own."""
     redacted = args_redacted(call)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
@@ -182,30 +209,9 @@ def _call_span(
         # The agent policy's word on it (API.md "Agent policy"), as the call object says.
         attributes["toolops.policy.version"] = call.policy_version
         attributes["toolops.policy.rules"] = policy_names(call.policy_rules)
-    status = o.OK if ok else o.ERROR
-    if not ok:
+    if call.status != ToolCall.Status.SUCCEEDED:
         attributes["error.type"] = call.error_reason or call.status
-    links = list(links or ())
-    if call.link and not replayed:
-        linked_trace, _, linked_span = call.link.partition("-")
-        links.append(o.Link(_context(linked_trace, linked_span), {"toolops.link": "undoes"}))
-    parent_id = call.parent_span_id if parent_span_id is None else parent_span_id
-    parent = _context(trace_id, parent_id) if parent_id else None
-    start = start or call.created_at
-    end = end or call.finished_at or timezone.now()
-    return o.ReadableSpan(
-        name=f"execute_tool {tool}",
-        context=_context(trace_id, span_id or call.span_id),
-        parent=parent,
-        resource=otel.resource(),
-        attributes=attributes,
-        links=links,
-        kind=o.SpanKind.INTERNAL,
-        status=status,
-        start_time=_ns(start),
-        end_time=max(_ns(end), _ns(start)),
-        instrumentation_scope=otel.scope(),
-    )
+    return attributes
 
 
 def _attempt_spans(call: ToolCall, trace_id: str, attempts: Iterable[Attempt]) -> list[Any]:

@@ -232,7 +232,7 @@ def sealed_save(obj: Any) -> None:
     where the row is not part of one of the executor's single statements)."""
     row = sealed_row(obj)
     if row is not None:
-        # A row reused is renewed, as in the executor's statement (store.py).
+        # A row reused is renewed, as in the executor's statements (executor/statements/parts.py).
         SealedArgs.objects.bulk_create(
             [row], update_conflicts=True, unique_fields=["digest"], update_fields=["created_at"]
         )

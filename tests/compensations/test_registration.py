@@ -92,8 +92,8 @@ def test_a_compensable_write_still_costs_three_statements(
         )
 
     assert answer["status"] == "succeeded"
-    # The savepoints are the test's own transaction around the claim (executor/statements/claim.py), absent
-    # in autocommit as deployed.
+    # The savepoints are the test's own transaction around the claim
+    # (executor/statements/claim.py), absent in autocommit as deployed.
     statements = [
         q["sql"] for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"].split(" ", 2)[:2]
     ]

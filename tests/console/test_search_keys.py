@@ -130,7 +130,8 @@ def statements_of_an_order(api: APIClient, run_id: str) -> list[str]:
             api, run_id=run_id, step_index=1, tool="create_order", args={**ORDER, "email": EMAIL}
         )
     assert order["status"] == "succeeded"
-    # The savepoints are the test's own transaction around the claim (executor/statements/claim.py).
+    # The savepoints are the test's own transaction around the claim
+    # (executor/statements/claim.py).
     return [q["sql"] for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"][:20]]
 
 

@@ -323,10 +323,10 @@ def test_args_are_shown_redacted_and_full_args_are_linked_only_with_the_permissi
 
 def test_args_are_shown_as_every_console_page_shows_json() -> None:
     from toolops.views import common
-    from traces.console import timeline
+    from traces.console import lanes
 
-    # One helper for every page: the run page must not drift from the others.
-    assert timeline.pretty is common.pretty
+    # One helper for every page: the run page (its lanes) must not drift from the others.
+    assert lanes.pretty is common.pretty
 
 
 # -- a long run: paging, deep links, a constant number of queries ----------------------

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.http import HttpResponseRedirect
 from django.utils.deprecation import MiddlewareMixin
+from django_otp.middleware import is_verified
 
 from toolops.accounts.twofactor import requires_two_factor
 
@@ -63,6 +64,7 @@ class TwoFactorMiddleware(MiddlewareMixin):
         if not path.startswith(GATED_PREFIXES) or path.startswith(OPEN_BEFORE_ENROL):
             return False
         user = request.user
-        if not user.is_authenticated or user.is_verified():  # type: ignore[union-attr]
+        # What OTPMiddleware installs as user.is_verified(), called by its module name.
+        if not user.is_authenticated or is_verified(user):
             return False
         return requires_two_factor(user)

@@ -79,7 +79,10 @@ def pending_user(request: HttpRequest) -> tuple[Any, dict[str, Any]] | None:
     pending = request.session.get(PENDING_KEY)
     if not isinstance(pending, dict) or time.time() - pending.get("at", 0) > PENDING_S:
         return None
-    user = get_user_model().objects.filter(pk=pending.get("user"), is_active=True).first()
+    user_pk = pending.get("user")
+    if user_pk is None:
+        return None
+    user = get_user_model().objects.filter(pk=user_pk, is_active=True).first()
     return (user, pending) if user is not None else None
 
 

@@ -134,11 +134,15 @@ class AgentsTools:
         state = result if isinstance(result, RunState) else result.to_state()
         deadline = time.monotonic() + timeout
         # Not a ToolOps tool: its approval is the caller's.
-        items = [i for i in state.get_interruptions() if i.tool_name in self.names]
-        self.turn([field(i.raw_item, "call_id") for i in items])  # all of the paused turn
-        for item in items:
+        items = [
+            (tool, i)
+            for i in state.get_interruptions()
+            if (tool := i.tool_name) is not None and tool in self.names
+        ]
+        self.turn([field(i.raw_item, "call_id") for _, i in items])  # all of the paused turn
+        for tool, item in items:
             call = await self.submit(
-                item.tool_name,
+                tool,
                 _args(field(item.raw_item, "arguments")),
                 field(item.raw_item, "call_id"),
                 wait=max(0.0, deadline - time.monotonic()),

@@ -41,7 +41,8 @@ from . import model_text
 try:
     from langgraph.prebuilt import ToolRuntime
 except ImportError:  # plain LangChain: no graph injects a runtime
-    ToolRuntime = Any  # type: ignore[misc,assignment]
+    # An optional import's stand-in, which mypy takes for a second definition of the class.
+    ToolRuntime = Any  # type: ignore[misc, assignment]
 
 DECISION_WAIT_S = 60.0
 
@@ -57,7 +58,8 @@ def langchain_tools(
         name = spec["name"]
 
         # Annotated ToolRuntime (not Optional): what makes a ToolNode inject it, and keeps
-        # it out of LangChain's traces. None outside a graph.
+        # it out of LangChain's traces. None outside a graph. LangGraph reads the annotation
+        # at run time, so the None default cannot be typed as mypy would have it.
         def call_tool(runtime: ToolRuntime = None, **args: Any) -> Any:  # type: ignore[assignment]
             tool_call_id, step = _turn(runtime)
             call = run.call(name, args, step_index=step, tool_call_id=tool_call_id, wait=wait)
@@ -81,6 +83,7 @@ async def alangchain_tools(
     def build(spec: dict[str, Any]) -> BaseTool:
         name = spec["name"]
 
+        # ToolRuntime, not Optional, as in langchain_tools' call_tool.
         async def call_tool(runtime: ToolRuntime = None, **args: Any) -> Any:  # type: ignore[assignment]
             tool_call_id, step = _turn(runtime)
             call = await run.call(name, args, step_index=step, tool_call_id=tool_call_id, wait=wait)

@@ -76,10 +76,12 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     else:
         body = problem(exc.status_code, str(exc.detail))
     response = _respond(body, exc.status_code)
-    if getattr(exc, "auth_header", None):
-        response["WWW-Authenticate"] = exc.auth_header
-    if getattr(exc, "wait", None):
-        response["Retry-After"] = str(max(1, int(exc.wait)))
+    # What DRF sets on a 401 (auth_header) and a throttled request (wait).
+    auth_header, wait = getattr(exc, "auth_header", None), getattr(exc, "wait", None)
+    if auth_header:
+        response["WWW-Authenticate"] = auth_header
+    if wait:
+        response["Retry-After"] = str(max(1, int(wait)))
     return response
 
 

@@ -20,7 +20,8 @@ def _kind(data: Any) -> str:
         return "a boolean"
     if isinstance(data, str):
         return "a string"
-    return {list: "an array", dict: "an object"}.get(type(data), type(data).__name__)
+    names: dict[type, str] = {list: "an array", dict: "an object"}
+    return names.get(type(data), type(data).__name__)
 
 
 class WholeNumberField(serializers.IntegerField):
@@ -54,7 +55,7 @@ class SecondsField(serializers.FloatField):
     def to_internal_value(self, data: Any) -> float:
         if type(data) not in (int, float):
             self.fail("not_number", kind=_kind(data))
-        return super().to_internal_value(data)  # type: ignore[no-any-return]
+        return super().to_internal_value(data)
 
 
 class QuerySecondsField(serializers.FloatField):
@@ -70,4 +71,4 @@ class QuerySecondsField(serializers.FloatField):
     def to_internal_value(self, data: Any) -> float:
         if not isinstance(data, str) or self.TEXT.fullmatch(data) is None:
             self.fail("not_decimal")
-        return super().to_internal_value(data)  # type: ignore[no-any-return]
+        return super().to_internal_value(data)

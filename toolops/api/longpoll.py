@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import close_old_connections, connection
-from django.http import HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
 from rest_framework.response import Response
 
 from toolops import executor, stopping
@@ -42,6 +42,8 @@ from .errors import problem
 from .output import call_out
 
 ATTRIBUTE = "toolops_long_poll"
+# The request's mark (serve_on_event_loop), an attribute of no HttpRequest's.
+ON_EVENT_LOOP = "toolops_event_loop"
 REVOKED = (
     "The token is not valid: it was revoked or replaced while this request waited. Ask "
     "for the call again with the agent's current token."
@@ -72,10 +74,15 @@ class Look(enum.Enum):
     GONE = "gone"  # the call's row is no more (its run purged by retention)
 
 
+def serve_on_event_loop(request: HttpRequest) -> None:
+    """Mark `request` as served by a handler that waits long-polls on its event loop."""
+    setattr(request, ON_EVENT_LOOP, True)
+
+
 def served_on_event_loop(request: Any) -> bool:
     """Whether the handler serving `request` waits long-polls on its event loop (else the
     view waits in its thread, as under the test client or WSGI)."""
-    return bool(getattr(request, "toolops_event_loop", False))
+    return bool(getattr(request, ON_EVENT_LOOP, False))
 
 
 def hand_over(
@@ -95,7 +102,7 @@ async def wait(
     """The response to send: `response` anew once its call stops waiting, at the
     deadline, or at once if the client went away (its answer is then not read)."""
     poll: LongPoll | None = getattr(response, ATTRIBUTE, None)
-    if poll is None:
+    if poll is None or not isinstance(response, Response):  # hand_over marks only a view's
         return response
     loop = asyncio.get_running_loop()
     pauses = executor.LONG_POLL_PAUSES
@@ -160,9 +167,9 @@ def _render(response: Response, poll: LongPoll) -> HttpResponseBase:
     finally:
         close_old_connections()
     response.status_code = 202 if call.is_waiting else 200
-    content = response.accepted_renderer.render(
-        data, response.accepted_media_type, response.renderer_context
-    )
+    # The view set it on the response, as it set accepted_renderer: the stubs leave it out.
+    context = response.renderer_context  # type: ignore[attr-defined]
+    content = response.accepted_renderer.render(data, response.accepted_media_type, context)
     return _with_content(response, content)
 
 
@@ -177,8 +184,8 @@ def _refused(response: Response, status: int, detail: str) -> HttpResponseBase:
     return _with_content(response, json.dumps(problem(status, detail)).encode())
 
 
-def _with_content(response: Response, content: bytes) -> HttpResponseBase:
+def _with_content(response: Response, content: bytes | str) -> HttpResponseBase:
     response.content = content
     if response.has_header("Content-Length"):
-        response.headers["Content-Length"] = str(len(content))
+        response.headers["Content-Length"] = str(len(response.content))  # encoded
     return response

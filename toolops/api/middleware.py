@@ -8,6 +8,7 @@ bearer token), so `/api/` is served by a handler of its own with only what it ne
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -80,10 +81,11 @@ class ApiASGIHandler(ASGIHandler):
         # chain, sync, as it runs in the pool's threads. What BaseHandler.load_middleware
         # builds from settings.MIDDLEWARE, for a chain of one that has no view, template
         # response or exception hooks.
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        view = convert_exception_to_response(self._get_response)
+        self._view_middleware: list[Callable[..., Any]] = []
+        self._template_response_middleware: list[Callable[..., Any]] = []
+        self._exception_middleware: list[Callable[..., Any]] = []
+        # django-stubs leave out BaseHandler's private _get_response (Django 5.2 has it).
+        view = convert_exception_to_response(self._get_response)  # type: ignore[attr-defined]
         self._middleware_chain = convert_exception_to_response(ApiSecurityMiddleware(view))
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

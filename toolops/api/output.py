@@ -62,15 +62,16 @@ def approval_out(approval: Approval | None) -> dict[str, Any] | None:
     """The `approval` object of a call (API.md)."""
     if approval is None:
         return None
-    duplicate = approval.duplicate_of.call_id if approval.duplicate_of_id else None
+    # A relation whose id is null reads as None without a query.
+    duplicate_of, decided_by = approval.duplicate_of, approval.decided_by
     return {
         "approval_id": approval.approval_id,
         "status": approval.status,
         "reason": approval.reason,
-        "duplicate_of": duplicate,
+        "duplicate_of": duplicate_of.call_id if duplicate_of is not None else None,
         "url": f"/console/approvals/{approval.approval_id}/",
         "expires_at": iso(approval.expires_at),
-        "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None,
+        "decided_by": decided_by.get_username() if decided_by is not None else None,
         "note": approval.note or None,
         # Held by the agent policy: the rule (or limit) that asked, and its version.
         "rule": approval.rule or None,
@@ -111,7 +112,7 @@ def run_out(run: Run, *, calls_after: str | None = None) -> dict[str, Any]:
             waiting=tally.waiting,
         )
     limited = run.has_limits
-    out = {
+    out: dict[str, Any] = {
         "run_id": run.run_id,
         "trace_id": run.trace_id,
         "session_key": run.session_key,

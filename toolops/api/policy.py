@@ -23,7 +23,6 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -34,6 +33,7 @@ from toolops.policy.document import PERIODS, WILDCARD, Limit, matches
 from toolops.tools import registry
 from toolops.tools.spec import ToolSpec
 
+from .agent_request import AgentRequest
 from .output import ProblemSchema, iso
 
 
@@ -135,5 +135,5 @@ class AgentPolicySchema(serializers.Serializer):
 
 class PolicyDetailApi(APIView):
     @extend_schema(responses={200: AgentPolicySchema, 401: ProblemSchema})
-    def get(self, request: Request) -> Response:
+    def get(self, request: AgentRequest) -> Response:
         return Response(agent_policy(request.user))

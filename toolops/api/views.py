@@ -17,6 +17,7 @@ from toolops.selectors import ID_RE
 from toolops.tools.catalog import NAME_RE
 
 from . import longpoll
+from .agent_request import AgentRequest
 from .bounds import STEP_INDEX_MAX, TOKENS_MAX, WAIT_MAX
 from .fields import QuerySecondsField, SecondsField, WholeNumberField
 from .inputs import args_text, call_input
@@ -36,19 +37,19 @@ TRACE_RE = re.compile(r"^[0-9a-f]{32}\Z")
 ERRORS = {400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema}
 
 
-class StringOnly:
+class StringOnly(serializers.CharField):
     """DRF's CharField turns 12 into "12" and trims white space; an id or a name must
     arrive as a string, and is taken exactly as sent or refused (API.md: "run-1 " and
     "run-1\\n" are not run-1)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["trim_whitespace"] = False
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a string")
-        return super().to_internal_value(data)  # type: ignore[misc]
+        return super().to_internal_value(data)
 
 
 class IdField(StringOnly, serializers.RegexField):
@@ -96,7 +97,7 @@ class RunCreateApi(APIView):
         metadata = serializers.DictField(required=False, allow_null=True)
 
     @extend_schema(request=InputSerializer, responses={200: RunSchema, 201: RunSchema, **ERRORS})
-    def post(self, request: Request) -> Response:
+    def post(self, request: AgentRequest) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run, created = services.run_create(
@@ -124,7 +125,7 @@ class RunDetailApi(APIView):
         ],
         responses={200: RunSchema, **ERRORS},
     )
-    def get(self, request: Request, run_id: str) -> Response:
+    def get(self, request: AgentRequest, run_id: str) -> Response:
         run = services.run_for_agent(agent=request.user, run_id=run_id)
         # A plain dict: as a form, DRF would take an empty `calls_after=` as no value.
         query = self.QuerySerializer(data=request.query_params.dict())
@@ -140,7 +141,7 @@ class RunDetailApi(APIView):
 
 class RunCompleteApi(APIView):
     @extend_schema(request=None, responses={200: RunSchema, **ERRORS})
-    def post(self, request: Request, run_id: str) -> Response:
+    def post(self, request: AgentRequest, run_id: str) -> Response:
         run = services.run_for_agent(agent=request.user, run_id=run_id)
         return Response(run_out(services.run_complete(run=run)))
 
@@ -153,7 +154,7 @@ class RunAbortApi(APIView):
         reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
     @extend_schema(request=InputSerializer, responses={202: RunSchema, **ERRORS})
-    def post(self, request: Request, run_id: str) -> Response:
+    def post(self, request: AgentRequest, run_id: str) -> Response:
         run = services.run_for_agent(agent=request.user, run_id=run_id)
         data = self.InputSerializer(data=request.data or {})
         data.is_valid(raise_exception=True)
@@ -194,8 +195,8 @@ class CallCreateApi(APIView):
         wait = SecondsField(min_value=0, max_value=WAIT_MAX, required=False, default=0)
 
     @extend_schema(request=InputSerializer, responses={200: CallSchema, 202: CallSchema, **ERRORS})
-    def post(self, request: Request, run_id: str) -> Response:
-        selectors.check_id(run_id, "run")
+    def post(self, request: AgentRequest, run_id: str) -> Response:
+        # The run id is checked by services.call_create, once.
         validated = call_input(request.data)
         if validated is None:  # not plainly valid: the serializer judges, in its words
             data = self.InputSerializer(data=request.data)
@@ -232,7 +233,7 @@ class CallDetailApi(APIView):
         parameters=[OpenApiParameter("wait", float, description="Long-poll up to N ≤ 30 s")],
         responses={200: CallSchema, 202: CallSchema, **ERRORS},
     )
-    def get(self, request: Request, call_id: str) -> Response:
+    def get(self, request: AgentRequest, call_id: str) -> Response:
         call = selectors.call_get_for_agent(agent=request.user, call_id=call_id)
         query = self.QuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -261,7 +262,7 @@ class ToolListApi(APIView):
         parameters=[OpenApiParameter("format", str, enum=["openai", "anthropic"])],
         responses={200: ToolListSchema, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def get(self, request: AgentRequest) -> Response:
         shape = request.query_params.get("format", "")
         if shape not in ("", "openai", "anthropic"):
             raise serializers.ValidationError(

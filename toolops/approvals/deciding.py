@@ -47,7 +47,7 @@ def approval_decide(request: HtmxHttpRequest, approval_id: str) -> HttpResponse:
     try:
         decided = services.approval_decide(
             approval=approval,
-            by=request.user,  # type: ignore[arg-type]
+            by=request.user,
             approve=form.approve,
             note=note,
             args_hash=form.cleaned_data["args_hash"],
@@ -77,7 +77,7 @@ def _ask_first(
     # a question before a decision that cannot be taken would only delay that.
     refused = services.approval_refusal(
         approval=approval,
-        by=request.user,  # type: ignore[arg-type]
+        by=request.user,
         approve=True,
         args_hash=form.cleaned_data["args_hash"],
     )

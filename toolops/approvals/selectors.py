@@ -98,7 +98,7 @@ def approval_for_page(*, approval_id: str) -> Approval | None:
 def held_call(approval: Approval) -> ToolCall | None:
     """The call that waits (or waited) on `approval`; None if it is gone."""
     try:
-        return approval.call  # type: ignore[attr-defined, no-any-return]
+        return approval.call
     except ToolCall.DoesNotExist:
         return None
 

@@ -26,7 +26,7 @@ from toolops.queue import EXECUTE_APPROVED_CALL, enqueue_on_commit
 from traces import services as traces
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import User
 
 ApprovalStatus = Approval.Status
 CallStatus = ToolCall.Status
@@ -40,7 +40,7 @@ class DecisionRefused(Exception):
 
 
 def approval_decide(
-    *, approval: Approval, by: AbstractBaseUser, approve: bool, note: str, args_hash: str
+    *, approval: Approval, by: User, approve: bool, note: str, args_hash: str
 ) -> Approval:
     """One reviewer's decision. Raises DecisionRefused when it was decided already (saying
     by whom), has expired, was shown with other args, this reviewer already decided, or
@@ -67,9 +67,7 @@ def approval_decide(
 EXPIRED = "This approval has expired: the call was not run."
 
 
-def _refusal(
-    approval: Approval, *, by: AbstractBaseUser, approve: bool, args_hash: str
-) -> str | None:
+def _refusal(approval: Approval, *, by: User, approve: bool, args_hash: str) -> str | None:
     """Under the row lock: why the decision is refused, ending an expired approval found
     on the way."""
     refusal = approval_refusal(approval=approval, by=by, approve=approve, args_hash=args_hash)
@@ -78,9 +76,7 @@ def _refusal(
     return refusal
 
 
-def approval_refusal(
-    *, approval: Approval, by: AbstractBaseUser, approve: bool, args_hash: str
-) -> str | None:
+def approval_refusal(*, approval: Approval, by: User, approve: bool, args_hash: str) -> str | None:
     """Why `by`'s decision on `approval` would be refused, None when it would be taken.
     Reads only: a page asks it before it asks a question (approvals/deciding.py), and the
     decision asks it again under its row lock."""
@@ -112,11 +108,11 @@ def approval_refusal(
     return None
 
 
-def _owns_agent(approval: Approval, user: AbstractBaseUser) -> bool:
+def _owns_agent(approval: Approval, user: User) -> bool:
     return Run.objects.filter(pk=approval.run_id, agent__owner_id=user.pk).exists()
 
 
-def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: str) -> None:
+def _decide(approval: Approval, *, by: User, approve: bool, note: str) -> None:
     decision = ApprovalVote.Decision.APPROVE if approve else ApprovalVote.Decision.REJECT
     # unique(approval, reviewer) backs the check above against a double submit.
     ApprovalVote.objects.create(
@@ -144,7 +140,7 @@ def _decide(approval: Approval, *, by: AbstractBaseUser, approve: bool, note: st
     live.changed(group=LIVE_GROUP, item=approval.pk)
 
 
-def _approve(approval: Approval, *, by: AbstractBaseUser, note: str) -> None:
+def _approve(approval: Approval, *, by: User, note: str) -> None:
     now = dbclock.now()  # the stalled-approval sweep judges it by the same clock
     Approval.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
         status=ApprovalStatus.APPROVED, decided_by=by, decided_at=now, note=note
@@ -165,7 +161,7 @@ def _end(
     approval: Approval,
     status: str,
     *,
-    by: AbstractBaseUser | None,
+    by: User | None,
     note: str,
     was: str = ApprovalStatus.PENDING,
 ) -> bool:
@@ -181,7 +177,7 @@ def _end(
         return False
     approval.status, approval.note = status, note
     if decided:
-        approval.decided_by, approval.decided_at = by, now  # type: ignore[assignment]
+        approval.decided_by, approval.decided_at = by, now
     call = ToolCall.objects.filter(approval=approval).first()
     if call is not None:
         executor.held_call_release(
@@ -261,6 +257,7 @@ def approved_call_execute(*, approval_pk: int) -> str:
             # The run ended between the approval and now: the call never runs.
             note = "run completed" if run.status == Run.Status.COMPLETED else "run aborted"
             was = ApprovalStatus.APPROVED
+            assert call.approval is not None  # read by it: approval_id=approval_pk
             _end(call.approval, ApprovalStatus.REJECTED, by=None, note=note, was=was)
             return "skipped"
         fence = executor.approved_call_take_up(call=call)

@@ -30,7 +30,8 @@ class AuditFilterForm(forms.Form):
     before = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         since, until = data.get("since"), data.get("until")
         if since and until and until < since:
             self.add_error("until", f"“until” ({until}) is before “since” ({since}).")

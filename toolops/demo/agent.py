@@ -41,23 +41,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from toolops.demo.approvals import approval_expires, charge_waits, possible_duplicate
 from toolops.demo.clients import ShopControl, ToolOps
 from toolops.demo.logins import CASHIER_KEY, agent_token, default_path
 from toolops.demo.observe import metrics, sensitive_data
+from toolops.demo.partial import degraded_search, dependency, partial_summary
 from toolops.demo.resilience import (
     bad_input,
     budget,
     charge_timeout,
     circuit_breaker,
-    degraded_search,
-    dependency,
     flaky_read,
     happy_path,
     lost_response,
-    partial_summary,
     rate_limited,
     replay,
     unknown_charge,
@@ -134,7 +132,14 @@ def new_stamp() -> str:
 _emitting = threading.Lock()
 
 
-def emit(out: TextIO, line: str) -> None:
+class Out(Protocol):
+    """Where the demo prints: a text stream, or a management command's OutputWrapper."""
+
+    def write(self, text: str, /) -> object: ...
+    def flush(self) -> object: ...
+
+
+def emit(out: Out, line: str) -> None:
     # One write with its newline: Django's OutputWrapper would add a second one. The lock:
     # the approval watchers write from their own threads.
     with _emitting:
@@ -147,7 +152,7 @@ def run_demo(
     token: str,
     shop_url: str,
     *,
-    out: TextIO = sys.stdout,
+    out: Out = sys.stdout,
     only: list[str] | None = None,
     watchers: list[threading.Thread] | None = None,
     cashier_token: str = "",

@@ -11,7 +11,7 @@ import threading
 from typing import TextIO
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
@@ -20,7 +20,7 @@ from toolops.demo.review_notes import AUTO, INTERVAL_S, METADATA_KEY, NOTE, READ
 from toolops.models import Approval
 
 
-def waiting_approvals(reviewer: AbstractBaseUser) -> list[Approval]:
+def waiting_approvals(reviewer: User) -> list[Approval]:
     """Pending approvals of auto-reviewed runs that this reviewer may still approve."""
     # An approval past its expiry is the expiry task's: approving it would be refused.
     return list(
@@ -32,7 +32,7 @@ def waiting_approvals(reviewer: AbstractBaseUser) -> list[Approval]:
     )
 
 
-def review_once(*, reviewer: AbstractBaseUser, out: TextIO | None = None) -> int:
+def review_once(*, reviewer: User, out: TextIO | None = None) -> int:
     """Approve what waits now; how many were approved."""
     approved = 0
     for approval in waiting_approvals(reviewer):

@@ -128,7 +128,7 @@ async def _wait(call: Any, replayed: bool, *, token_hash: str) -> calls.Outcome:
         raise MCPError(types.INVALID_REQUEST, longpoll.REVOKED)
     if look is longpoll.Look.GONE:
         raise MCPError(types.INVALID_REQUEST, longpoll.GONE)
-    return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)  # type: ignore[no-any-return]
+    return await _sync(calls.outcome_after_wait)(call=call, replayed=replayed)
 
 
 def build() -> Server[Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 from uuid import uuid4
@@ -40,7 +40,8 @@ from . import records
 from .server import AGENT_SCOPE_KEY
 
 log = logging.getLogger(__name__)
-Scope = dict[str, Any]
+# An ASGI scope, typed as the SDK's session manager (Starlette's) types it.
+Scope = MutableMapping[str, Any]
 # The answer to a request that would open a session past the agent's cap.
 Refusal = Callable[[Any], Awaitable[None]]
 # A process's handle on a session outlives the session's idle time by this much, so that

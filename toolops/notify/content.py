@@ -6,7 +6,7 @@ come from the catalog (toolops/tools/facts.py), redacted."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -39,7 +39,7 @@ class Moot(Exception):
 
 # Each kind's subject reads "<what happened>: <to what>"; a message that folds several
 # events of one kind counts them with these words (`counted`).
-COUNTED = {
+COUNTED: dict[str, str] = {
     Kind.APPROVAL_WAITING: "approvals wait",
     Kind.APPROVAL_EXPIRING: "approvals expire unless decided",
     Kind.TICKET_OPENED: "tickets opened",
@@ -73,7 +73,7 @@ def absolute(path: str) -> str:
 
 def build(event: NotificationEvent) -> Content:
     """The event's message now. Raises Moot when it no longer needs anyone."""
-    builders = {
+    builders: dict[str, Callable[[NotificationEvent], Content]] = {
         Kind.APPROVAL_WAITING: _approval,
         Kind.APPROVAL_EXPIRING: _approval,
         Kind.TICKET_OPENED: _ticket,

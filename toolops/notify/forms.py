@@ -42,7 +42,9 @@ class NotificationChoicesForm(forms.Form):
             "initial", {"email": user.email, "kinds": [k for k, on in chosen.items() if on]}
         )
         super().__init__(*args, **kwargs)
-        self.fields["kinds"].choices = [(k, labels[k]) for k in kinds_for(user)]
+        kinds = self.fields["kinds"]  # a copy of the declared field, typed Field
+        assert isinstance(kinds, forms.MultipleChoiceField)
+        kinds.choices = [(k, labels[k]) for k in kinds_for(user)]
 
 
 class WebhookForm(forms.Form):
@@ -91,7 +93,9 @@ class WebhookForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["group"].choices = [(g, g) for g in settings.TOOLOPS_WEBHOOK_GROUPS]
+        group = self.fields["group"]  # a copy of the declared field, typed Field
+        assert isinstance(group, forms.ChoiceField)
+        group.choices = [(g, g) for g in settings.TOOLOPS_WEBHOOK_GROUPS]
 
     def _checked(self, field: str, check: Any) -> Any:
         try:
@@ -106,7 +110,8 @@ class WebhookForm(forms.Form):
         return str(self._checked("label", hooks.check_label))
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("secret_choice") == self.MINE:
             try:
                 data["secret"] = hooks.check_secret(data.get("secret", ""))

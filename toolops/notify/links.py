@@ -11,7 +11,7 @@ so, records nothing, and the page shows as it is now."""
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -38,7 +38,7 @@ def opened(token: str, user: object, *, page: str, max_age_s: float = LINK_MAX_A
     if not token:
         return ""
     try:
-        delivery_pk = signing.loads(token, salt=SALT, max_age=max_age_s)
+        delivery_pk = signing.loads(token, salt=SALT, max_age=timedelta(seconds=max_age_s))
     except signing.SignatureExpired:
         return "This link is older than two weeks: here is the page as it is now."
     except signing.BadSignature:

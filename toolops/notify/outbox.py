@@ -14,6 +14,7 @@ import logging
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.core.mail import BadHeaderError
@@ -61,7 +62,7 @@ def event_fan_out(*, event_pk: int) -> int:
         targets = _fan_out(event)
     window = settings.TOOLOPS_NOTIFY_WINDOW_S
     for channel, target in targets:
-        transaction.on_commit(lambda c=channel, t=target: wake(c, t, after_s=window))
+        transaction.on_commit(partial(wake, channel, target, after_s=window))
     return len(targets)
 
 

@@ -28,8 +28,8 @@ def profile(request: HtmxHttpRequest) -> HttpResponse:
     form = NotificationChoicesForm(request.POST or None, user=user)
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():
-            user.email = form.cleaned_data["email"]  # type: ignore[union-attr]
-            user.save(update_fields=["email"])  # type: ignore[union-attr]
+            user.email = form.cleaned_data["email"]
+            user.save(update_fields=["email"])
             email_choices_save(user=user, kinds_on=form.cleaned_data["kinds"])
         messages.success(request, "Your notification choices are saved.")
         return redirect("console:account-notifications")

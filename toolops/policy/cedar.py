@@ -233,7 +233,8 @@ def cedar_decimal(value: Any) -> str | None:
         return None
     if not amount.is_finite():
         return None
-    if amount.as_tuple().exponent < -4:  # type: ignore[operator]
+    exponent = amount.as_tuple().exponent  # an int: the amount is finite
+    if isinstance(exponent, int) and exponent < -4:
         amount = amount.normalize()
     text = format(amount, "f")
     return text if "." in text else f"{text}.0"

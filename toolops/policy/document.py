@@ -227,7 +227,8 @@ def _max(value: Any, where: str, *, counts: bool) -> Decimal:
         raise PolicyError(where, "max", f"{value!r} is not a decimal number") from None
     if not amount.is_finite() or amount < 0 or amount > MAX_DECIMAL:
         raise PolicyError(where, "max", f"between 0 and {MAX_DECIMAL}, not {value!r}")
-    if amount.as_tuple().exponent < -4:  # type: ignore[operator]
+    exponent = amount.as_tuple().exponent  # an int: the amount is finite
+    if isinstance(exponent, int) and exponent < -4:
         raise PolicyError(where, "max", "at most four digits after the decimal point")
     return amount
 

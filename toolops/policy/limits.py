@@ -4,7 +4,7 @@ rows that hold them under races.
 A call a limit covers reserves its amount (or one call) when it is admitted: a
 conditional upsert of its counter row — `spent + amount <= max`, checked by the database
 on the row it locks — taken by the same statement that claims the call
-(executor/store.py). Calls racing on any number of processes queue on that row, and
+(executor/statements/claim.py). Calls racing on any number of processes queue on that row, and
 never pass max. A call that ends not done (`failed`, `rejected`, `skipped`) gives its
 amount back (`free`); one that ends `unknown` keeps it until it is settled; a
 compensated call stays counted. Amounts are kept in units: one per call for a count,
@@ -32,7 +32,7 @@ SCALE = Decimal(10000)
 # No single call reserves more than this many units (a sum past it is over any max).
 MAX_UNITS = 2**53
 TABLE = SpendCounter._meta.db_table
-Sql = tuple[str, list[object]]
+Sql = tuple[str, list[int | str | None]]
 
 
 def clock() -> datetime:
@@ -120,7 +120,7 @@ class Hold:
     # The max it is checked against, in units; None: reserved past it (a reviewer's leave).
     cap: int | None
 
-    def as_json(self) -> list[object]:
+    def as_json(self) -> list[str | int]:
         return [self.limit, self.period, self.currency, self.units]
 
 
@@ -137,7 +137,7 @@ def reserve_sql(agent_id: int, hold: Hold) -> Sql:
         f"WHERE EXCLUDED.cap IS NULL OR {TABLE}.spent + EXCLUDED.spent <= EXCLUDED.cap "
         "RETURNING 1"
     )
-    params: list[object] = [
+    params: list[int | str | None] = [
         agent_id,
         hold.limit,
         hold.period,
@@ -151,7 +151,7 @@ def reserve_sql(agent_id: int, hold: Hold) -> Sql:
     return sql, params
 
 
-def give_back(agent_id: int, holds: Sequence[Sequence[object]]) -> None:
+def give_back(agent_id: int, holds: Sequence[Sequence[str | int]]) -> None:
     """Return reserved units (a call that ended not done, or one whose claim was lost)."""
     if not holds:
         return

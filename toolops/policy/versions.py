@@ -173,7 +173,11 @@ def diff(old: str, new: str, *, old_name: str = "before", new_name: str = "after
 
 
 def _audit(
-    version: PolicyVersion, action: str, actor: Any, request: Any, previous: PolicyVersion | None
+    version: PolicyVersion,
+    action: AuditEntry.Action,
+    actor: Any,
+    request: Any,
+    previous: PolicyVersion | None,
 ) -> None:
     before = previous.text if previous is not None else ""
     name = f"v{previous.number}" if previous is not None else "no policy"

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_otp.middleware import is_verified
 
 from toolops.accounts import twofactor
 from toolops.accounts.lockout import lockout_clear, lockouts_current
@@ -33,7 +34,7 @@ def _next_url(request: HtmxHttpRequest) -> str:
 def two_factor(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
     device = twofactor.confirmed_device(user)
-    verified = user.is_verified()  # type: ignore[union-attr]
+    verified = is_verified(user)  # what OTPMiddleware installs as user.is_verified()
     form = CodeForm(request.POST or None)
     if request.method == "POST" and not verified:
         code = form.cleaned_data["code"] if form.is_valid() else ""

@@ -6,6 +6,9 @@ whole web process's capacity by itself; this is where operators see and fix that
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
@@ -18,7 +21,35 @@ from toolops.forms import AgentRateLimitForm
 from toolops.models import Agent
 from toolops.permissions import console_required, require_policy_editor
 from toolops.views.common import HtmxHttpRequest, page_context
-from toolops.views.policy_read import agent_policies
+from toolops.views.policy_read import AgentPolicy, agent_policies
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """An agent as the page lists it (templates/console/agents.html)."""
+
+    pk: int
+    name: str
+    token_hint: str
+    is_active: bool
+    rate_limit_per_minute: int | None
+    created_at: datetime
+    last_used_at: datetime | None
+    # What the agent policy in force gives it: its tools and its limits' spending.
+    policy_shown: AgentPolicy | None
+
+    @classmethod
+    def of(cls, agent: Agent, policy: AgentPolicy | None) -> AgentRow:
+        return cls(
+            pk=agent.pk,
+            name=agent.name,
+            token_hint=agent.token_hint,
+            is_active=agent.is_active,
+            rate_limit_per_minute=agent.rate_limit_per_minute,
+            created_at=agent.created_at,
+            last_used_at=agent.last_used_at,
+            policy_shown=policy,
+        )
 
 
 def _limits() -> dict[str, object]:
@@ -34,11 +65,9 @@ def _limits() -> dict[str, object]:
 def agent_list(request: HtmxHttpRequest) -> HttpResponse:
     require_policy_editor(request.user)
     agents = list(Agent.objects.order_by("name"))
-    # What the agent policy in force gives each agent: its tools and its limits' spending.
     policies = agent_policies(agents)
-    for agent in agents:
-        agent.policy_shown = policies.get(agent.pk)  # type: ignore[attr-defined]
-    ctx = page_context(request, "agents", agents=agents, policy=bool(policies), **_limits())
+    rows = [AgentRow.of(agent, policies.get(agent.pk)) for agent in agents]
+    ctx = page_context(request, "agents", agents=rows, policy=bool(policies), **_limits())
     return render(request, "console/agents.html", ctx)
 
 
@@ -53,7 +82,7 @@ def agent_rate_limit_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             services.agent_rate_limit_set(
                 agent=agent,
                 per_minute=form.per_minute(),
-                by=request.user,  # type: ignore[arg-type]
+                by=request.user,
             )
             limit = form.per_minute()
             said = f"{limit} requests a minute" if limit else "no rate limit"

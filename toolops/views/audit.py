@@ -44,8 +44,9 @@ def _query(params: QueryDict, *, before: int | None) -> str:
     """The same filters, on another page."""
     kept = QueryDict(mutable=True)
     for name in FILTERS:
-        if params.get(name):
-            kept[name] = params[name]
+        value = params.get(name)
+        if value:
+            kept[name] = value
     if before is not None:
         kept["before"] = str(before)
     return kept.urlencode()

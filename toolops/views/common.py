@@ -31,11 +31,16 @@ from toolops.tools.spec import ToolSpec
 from traces.console.pretty import pretty
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import User
     from django.http import HttpRequest
     from django_htmx.middleware import HtmxDetails
 
     class HtmxHttpRequest(HttpRequest):
+        """A console page's request. Console pages are behind console_required (which
+        logs in first), so their user is a person who signed in, never AnonymousUser."""
+
         htmx: HtmxDetails
+        user: User
 
 else:
     from django.http import HttpRequest as HtmxHttpRequest

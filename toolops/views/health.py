@@ -5,6 +5,7 @@ page shows: as the next call would see it (executor.breaker_states)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -63,7 +64,7 @@ class HealthRow:
         return rate is not None and self.counted >= config.min_calls and rate >= config.failure_rate
 
 
-def _window_counts(specs: list[ToolSpec], now: datetime) -> dict[str, dict[str, Any]]:
+def _window_counts(specs: list[ToolSpec], now: datetime) -> dict[str, Mapping[str, Any]]:
     """Each tool's attempts over its own breaker window, in ONE grouped query: the same
     counts the breaker trips on (breaker._window_rate), for every tool at once."""
     windows: dict[float, list[str]] = {}
@@ -81,7 +82,11 @@ def _window_counts(specs: list[ToolSpec], now: datetime) -> dict[str, dict[str, 
     }
     if connection.vendor == "postgresql":  # SQLite has no percentile; the page shows "—"
         aggregates["p50_ms"] = Median("duration_ms")
-    rows = Attempt.objects.filter(where).order_by().values("tool").annotate(**aggregates)
+    # The Django plugin would type a row by values("tool") alone, not the aggregates
+    # spread in with **: a row is read as the mapping it is.
+    rows: Iterable[Mapping[str, Any]] = (
+        Attempt.objects.filter(where).order_by().values("tool").annotate(**aggregates)
+    )
     return {row["tool"]: row for row in rows}
 
 
@@ -148,7 +153,7 @@ def breaker_force_open(request: HtmxHttpRequest, name: str) -> HttpResponse:
         tool=spec.name,
         minutes=minutes,
         reason=form.cleaned_data["reason"],
-        by=request.user,  # type: ignore[arg-type]
+        by=request.user,
     )
     until = f"{timezone.localtime(row.open_until):%Y-%m-%d %H:%M}" if row.open_until else "?"
     messages.success(
@@ -164,7 +169,7 @@ def breaker_force_open(request: HtmxHttpRequest, name: str) -> HttpResponse:
 def breaker_reset(request: HtmxHttpRequest, name: str) -> HttpResponse:
     require_breaker_operator(request.user)
     spec = get_catalog_tool(name)
-    if services.breaker_reset_audited(tool=spec.name, by=request.user) is None:  # type: ignore[arg-type]
+    if services.breaker_reset_audited(tool=spec.name, by=request.user) is None:
         messages.info(request, f"The breaker for {spec.name} never tripped: nothing to reset.")
     else:
         messages.success(request, f"Breaker for {spec.name} reset: closed, failure count cleared.")

@@ -6,7 +6,7 @@ queue, support on the tickets desk, operators and superusers on the home (`landi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from axes.handlers.proxy import AxesProxyHandler
 from django import forms
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
-from django.http import HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -25,7 +25,18 @@ from django.views.decorators.http import require_http_methods
 from toolops.accounts import twofactor
 from toolops.accounts.lockout import lockout_response
 from toolops.permissions import OPERATORS, REVIEWERS, SUPPORT, group_names
-from toolops.views.common import HtmxHttpRequest
+
+if TYPE_CHECKING:
+
+    class AxesHttpRequest(HttpRequest):
+        """A login request as django-axes handles it: a refused login's credentials go
+        on the request, where axes' middleware and the lockout page (lockout.py) read
+        them."""
+
+        axes_credentials: dict[str, Any]
+
+else:
+    AxesHttpRequest = HttpRequest
 
 
 def landing_url(user: Any) -> str:
@@ -79,7 +90,7 @@ class ConsoleLoginView(LoginView):
 @never_cache
 @csrf_protect
 @require_http_methods(["GET", "POST"])
-def login_code(request: HtmxHttpRequest) -> HttpResponse:
+def login_code(request: AxesHttpRequest) -> HttpResponse:
     found = twofactor.pending_user(request)
     if found is None:
         messages.info(request, "Please log in again: the code must follow the password soon.")
@@ -87,7 +98,7 @@ def login_code(request: HtmxHttpRequest) -> HttpResponse:
     user, pending = found
     credentials = {"username": user.get_username()}
     if not AxesProxyHandler.is_allowed(request, credentials):
-        request.axes_credentials = credentials  # type: ignore[attr-defined]
+        request.axes_credentials = credentials
         return lockout_response(request, credentials=credentials)
     form = CodeForm(request.POST or None)
     device = twofactor.confirmed_device(user)

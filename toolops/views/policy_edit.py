@@ -87,7 +87,7 @@ def policy_simulate(request: HtmxHttpRequest) -> HttpResponse:
         return policy_page(request, form=form, refusals=[str(exc)], check=str(exc), status=400)
     simulation = simulate(document, days=form.cleaned_data["days"])
     # The page carries proof that this text was simulated: Apply checks it.
-    data = form.data.copy()
+    data = request.POST.copy()  # the form's data
     data["simulated"] = signed_digest(text)
     return policy_page(
         request, form=DraftForm(data), simulation=simulation, check=valid_words(document)

@@ -3,9 +3,14 @@ its timeline (traces/views/timeline.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict, overload
+
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -16,7 +21,7 @@ from toolops import services
 from toolops.dbconn import custom_plans
 from toolops.forms import AbortRunForm, RunFilterForm
 from toolops.idle import idle_text
-from toolops.models import Run, ToolCall
+from toolops.models import Agent, Run, ToolCall
 from toolops.permissions import can_review, console_required, require_run_aborter
 from toolops.summary import ABORT_STATES, abort_text, run_summary
 from toolops.views.common import HtmxHttpRequest, first_sentence, page_context
@@ -34,6 +39,33 @@ SUMMARY_FIELDS = (
     "created_at",
     "finished_at",
 )
+
+
+class Summaries(TypedDict):
+    """What the list's query prefetches onto each run (its Prefetch to_attr)."""
+
+    summary_calls: list[ToolCall]
+    summary_undo: list[Compensation]
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    ListedRun = WithAnnotations[Run, Summaries]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as the list shows it (templates/console/runs.html)."""
+
+    pk: int
+    run_id: str
+    agent: Agent
+    status: str
+    created_at: datetime
+    calls_count: int
+    summary_head: str
+    idle: str  # "" unless the run looks abandoned (toolops/idle.py)
 
 
 # Up to this many runs matching the filter are listed by their ids; past it, by the
@@ -101,18 +133,53 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(agent_id=int(filters["agent"]))
     if "q" in filters:
         runs = runs.filter(_run_search(filters["q"]))
-    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    page.object_list = list(page.object_list)
-    now = timezone.now()
-    for run in page.object_list:
-        run.calls_count = len(run.summary_calls)
-        run.summary_head = _summary_head(run)
-        run.idle = idle_text(run=run, calls=run.summary_calls, now=now)
+    page = Paginator(_RunRows(runs, timezone.now()), RUNS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
     ctx = page_context(request, "runs", form=form, filters=filters, page=page)
     return render(request, "console/runs.html", ctx)
 
 
-def _summary_head(run: Run) -> str:
+class _RunRows:
+    """The listed runs as rows, for the paginator: the query counts them and reads each
+    page's slice, and only that slice is made into rows."""
+
+    def __init__(self, runs: QuerySet[ListedRun], now: datetime) -> None:
+        self.runs, self.now = runs, now
+
+    def count(self) -> int:
+        return self.runs.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __iter__(self) -> Iterator[RunRow]:
+        return (_row(run, self.now) for run in self.runs)
+
+    @overload
+    def __getitem__(self, index: int) -> RunRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RunRow]: ...
+    def __getitem__(self, index: int | slice) -> RunRow | list[RunRow]:
+        if isinstance(index, slice):
+            return [_row(run, self.now) for run in self.runs[index]]
+        return _row(self.runs[index], self.now)
+
+
+def _row(run: ListedRun, now: datetime) -> RunRow:
+    return RunRow(
+        pk=run.pk,
+        run_id=run.run_id,
+        agent=run.agent,
+        status=run.status,
+        created_at=run.created_at,
+        calls_count=len(run.summary_calls),
+        summary_head=_summary_head(run),
+        idle=idle_text(run=run, calls=run.summary_calls, now=now),
+    )
+
+
+def _summary_head(run: ListedRun) -> str:
     """The list's one sentence: an aborted run's says it was aborted and what was undone."""
     if run.status in ABORT_STATES:
         undo = [(c.tool, c.status) for c in run.summary_undo]
@@ -140,7 +207,7 @@ def run_abort(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         run = services.run_abort_audited(
             run=run,
             reason=form.cleaned_data["reason"],
-            by=request.user,  # type: ignore[arg-type]
+            by=request.user,
         )
     except services.RunEndingConflict as exc:
         messages.error(request, f"Not aborted: {exc}.")

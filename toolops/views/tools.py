@@ -109,7 +109,7 @@ def tool_policy_edit(request: HtmxHttpRequest, name: str) -> HttpResponse:
             try:
                 services.tool_policy_save(
                     policy=form.save(commit=False),
-                    by=request.user,  # type: ignore[arg-type]
+                    by=request.user,
                     changes=form.describe_changes(),
                 )
             except IntegrityError:

@@ -94,7 +94,7 @@ def unknown_settle(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             label = f"{call.tool} ({call.tool_call_id})"
             settled = services.call_settle_audited(
                 call=call,
-                by=request.user,  # type: ignore[arg-type]
+                by=request.user,
                 succeeded=form.succeeded,
                 note=form.cleaned_data["note"],
                 result=form.cleaned_data["result"],

@@ -6,8 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, TypedDict
 
 from toolops.models import Attempt, Run, ToolCall
+
+
+class WithAttempts(TypedDict):
+    """What the run page's read of a call puts on it (lanes.read_whole's Prefetch)."""
+
+    attempt_list: list[Attempt]
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    # A call read whole for the run page: its attempts come with it, oldest first.
+    FullCall = WithAnnotations[ToolCall, WithAttempts]
 
 # A bar narrower than this would vanish; it is drawn this wide, its real length in words.
 MIN_WIDTH = 0.4
@@ -71,7 +85,7 @@ def clock(moment: datetime) -> str:
 
 
 def run_axis(
-    run: Run, light: Sequence[ToolCall], full: Iterable[ToolCall], *, now: datetime, live: bool
+    run: Run, light: Sequence[ToolCall], full: Iterable[FullCall], *, now: datetime, live: bool
 ) -> Axis:
     """From the run's start (or its first call, if earlier) to its end: `now` while the run
     can still change, else the last moment anything recorded happened (a call left open
@@ -82,7 +96,7 @@ def run_axis(
         return Axis(start, max(now, start))
     moments = [run.ended_at or start]
     moments += [c.finished_at or c.created_at for c in light]
-    moments += [attempt_end(a) for c in full for a in c.attempt_list]  # type: ignore[attr-defined]
+    moments += [attempt_end(a) for c in full for a in c.attempt_list]
     return Axis(start, max(moments))
 
 

@@ -44,7 +44,7 @@ class PageRange:
 
 
 # A compensation's status, as the page says it to a person ("2 undone").
-STATUS_WORDS = {
+STATUS_WORDS: dict[str, str] = {
     Compensation.Status.REGISTERED: "to be undone if the run is aborted",
     Compensation.Status.DISCARDED: "not needed (the run completed)",
     Compensation.Status.PENDING: "waiting to be undone",

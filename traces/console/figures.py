@@ -356,6 +356,7 @@ def call_groups_python(
         "approval__decided_at",
     )
     for name, status, attempts, created_at, finished_at, *released in rows.iterator():
+        assert finished_at is not None  # the filter's range leaves out NULL
         start = next((t for t in released if t is not None), created_at)  # LATENCY_START
         tool = tool_label(name, names)
         j = math.floor((finished_at - since).total_seconds() / FINE_S)

@@ -61,12 +61,13 @@ def why_stopped(run: Run, call: ToolCall | None) -> str:
         return f"{head} failed: circuit open" + (f" — retry after {until}." if until else ".")
     if call.error_reason == ToolCall.Reason.EXPIRED:
         return f"{head} was not approved in time: its approval expired."
-    what = {
+    what_by_status: dict[str, str] = {
         S.FAILED: "failed",
         S.DEGRADED: "returned partial data",
         S.SKIPPED: "was skipped",
         S.REJECTED: "was rejected",
-    }.get(call.status, call.status)
+    }
+    what = what_by_status.get(call.status, call.status)
     said = f"{head} {what}" + (f": {reason}" if reason else "")
     return said + (f" — {message.rstrip('.')}." if message else ".")
 

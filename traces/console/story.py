@@ -12,8 +12,9 @@ from toolops.tools.facts import title
 from toolops.tools.spec import ToolSpec
 
 from .compensated import RunCompensations, UndoFacts
+from .lanes import CallLane
 from .plain import Step, Undo, run_story
-from .timeline import CallLane, Timeline
+from .timeline import Timeline
 from .words import outcome_words
 
 AGENT = "the agent"  # an abort through the API: the agent's own

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from traces.metrics import BREAKER_LABELS
 
@@ -28,6 +29,13 @@ class Tile:
     hour: Spark
     day: Spark
     flag: str = ""  # why it is highlighted; empty: it is not
+
+
+class Charts(TypedDict):
+    """A tile's two charts, spread into it (Tile.hour and Tile.day)."""
+
+    hour: Spark
+    day: Spark
 
 
 @dataclass
@@ -89,12 +97,15 @@ def _charts(
     of: Callable[[Tally], float | None],
     fmt: Callable[[float], str],
     **kw: float,
-) -> dict[str, Spark]:
+) -> Charts:
     """A tile's two charts (`hour` and `day`): `of` each bucket of each series."""
-    return {
-        s: spark([of(t) for t in figures.series(s)], title=f"{name}, {CHARTS[s]}", fmt=fmt, **kw)
-        for s in CHARTS
-    }
+
+    def chart(s: str) -> Spark:
+        return spark(
+            [of(t) for t in figures.series(s)], title=f"{name}, {CHARTS[s]}", fmt=fmt, **kw
+        )
+
+    return Charts(hour=chart("hour"), day=chart("day"))
 
 
 def _call_tiles(figures: ToolFigures, scale: str, w: Tally, where: str) -> list[Tile]:

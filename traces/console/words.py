@@ -20,7 +20,7 @@ S = ToolCall.Status
 
 # A call's status as people read it: the same words as the approval page's
 # (toolops/approvals/wording.py CALL_STATUS_WORDS, a module this one may not import).
-CALL_STATUS_WORDS = {
+CALL_STATUS_WORDS: dict[str, str] = {
     S.SUCCEEDED: "done",
     S.DEGRADED: "done in part",
     S.FAILED: "failed",
@@ -30,7 +30,7 @@ CALL_STATUS_WORDS = {
     S.REJECTED: "rejected",
     S.IN_PROGRESS: "in progress",
 }
-RUN_STATUS_WORDS = {
+RUN_STATUS_WORDS: dict[str, str] = {
     Run.Status.RUNNING: "running",
     Run.Status.COMPLETED: "completed",
     Run.Status.ABORTING: "aborted, being undone",
@@ -40,7 +40,7 @@ RUN_STATUS_WORDS = {
 }
 # Why a call did not succeed, where its stored error says it in a machine's words
 # ("circuit open until …") or says nothing.
-REASON_WORDS = {
+REASON_WORDS: dict[str, str] = {
     ToolCall.Reason.CIRCUIT_OPEN: "ToolOps paused calls to its service after repeated errors",
     ToolCall.Reason.BUDGET_EXHAUSTED: "the run's budget ran out",
     ToolCall.Reason.DEPENDENCY_FAILED: "a call it depends on did not succeed",
@@ -84,7 +84,7 @@ def outcome_words(call: ToolCall, spec: ToolSpec | None, *, whole: bool = True) 
         return "is in progress"
     if call.status == S.UNKNOWN:
         return "has an unknown outcome: it may or may not have happened"
-    said = {S.SKIPPED: "was skipped", S.DEGRADED: "was done only in part"}
+    said: dict[str, str] = {S.SKIPPED: "was skipped", S.DEGRADED: "was done only in part"}
     head = said.get(call.status, "failed")
     return f"{head} — {why}" if why else head
 

@@ -175,7 +175,8 @@ def test_a_write_in_a_limited_run_costs_no_statement_more_than_in_an_unlimited_o
                 api, run_id=run_id, step_index=1, tool="reserve_stock", args=RESERVE, tokens=50
             )
         assert call["status"] == "succeeded"
-        # The savepoints are the test's own transaction around the claim (executor/statements/claim.py).
+        # The savepoints are the test's own transaction around the claim
+        # (executor/statements/claim.py).
         return [
             q["sql"] for q in ctx.captured_queries if "SAVEPOINT" not in q["sql"].split(" ", 2)[:2]
         ]

@@ -127,7 +127,8 @@ def parse_fault(body: JSON) -> tuple[str, Fault | None]:
     unknown = sorted(set(body) - set(FAULT_FIELDS) - {"path"})
     if unknown:
         raise Invalid(unknown[0], f"unknown fault field; known: {', '.join(FAULT_FIELDS)}")
-    given = {
+    # Each value has its field's type (FAULT_FIELDS), which one dict type cannot say.
+    given: dict[str, Any] = {
         name: _fault_value(name, value)
         for name, value in body.items()
         if name in FAULT_FIELDS and value is not None

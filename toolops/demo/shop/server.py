@@ -51,8 +51,7 @@ class ShopServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self.server_name}:{self.server_port}"
 
     def shutdown(self) -> None:
         """Stop serving, wake requests parked in a fault, release the socket and database."""
@@ -154,8 +153,8 @@ def _control_faults(server: ShopServer, method: str, query: str, raw: bytes) -> 
         return Reply(200, {"faults": server.faults()})
     path, fault = parse_fault(body_object(raw))
     server.set_fault(path, fault)
-    active = fault is not None and not fault.is_spent()
-    return Reply(200, {"path": path, "fault": fault_json(fault) if active else None})
+    active = fault_json(fault) if fault is not None and not fault.is_spent() else None
+    return Reply(200, {"path": path, "fault": active})
 
 
 CONTROL_ROUTES: dict[str, tuple[tuple[str, ...], Control]] = {
