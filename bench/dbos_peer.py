@@ -37,6 +37,8 @@ from typing import Any
 import urllib3
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
+from bench.asgi_plumbing import post_app
+
 APP_NAME = "toolops-bench-peer"
 MODE = os.environ.get("BENCH_DBOS_MODE", "sync")
 DOWNSTREAM = os.environ.get("BENCH_DOWNSTREAM_URL", "http://127.0.0.1:9100")
@@ -112,49 +114,18 @@ def launch() -> None:
 # -- the ASGI app ------------------------------------------------------------------------
 
 
-async def _answer(send: Any, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 def _problem(message: str) -> bytes:
     return json.dumps({"message": message}).encode()
 
 
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
-        return
-    chunks = []
-    more = True
-    while more:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        more = message.get("more_body", False)
-    if scope["method"] != "POST":
-        await _answer(send, 200, b'{"ok": true}')  # readiness
-        return
-    path: bytes = scope.get("raw_path") or scope["path"].encode()
-    if not (path.startswith(PREFIX) and path.endswith(SUFFIX)):
-        await _answer(send, 404, _problem("not found"))
-        return
-    run_id = path[len(PREFIX) : -len(SUFFIX)].decode()
+async def _handle(run_id: str, body: bytes) -> tuple[int, bytes]:
     try:
-        data = json.loads(b"".join(chunks))
+        data = json.loads(body)
         step, tool, args = data["step_index"], data["tool"], data["args"]
         if not (isinstance(step, int) and isinstance(tool, str) and isinstance(args, dict)):
             raise ValueError
     except (ValueError, KeyError, TypeError):
-        await _answer(send, 400, _problem("expected {step_index: int, tool: str, args: {}}"))
-        return
+        return 400, _problem("expected {step_index: int, tool: str, args: {}}")
     workflow_id = f"{run_id}/{step}/{tool}"
     try:
         if MODE == "async":
@@ -162,11 +133,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         else:
             result = await asyncio.to_thread(run_call, workflow_id, tool, args)
     except Exception as exc:  # the peer answers a failed workflow as ToolOps would a call
-        body = {"workflow_id": workflow_id, "status": "failed", "error": str(exc)[:300]}
-        await _answer(send, 200, json.dumps(body).encode())
-        return
-    body = {"workflow_id": workflow_id, "status": "succeeded", "result": result}
-    await _answer(send, 200, json.dumps(body, separators=(",", ":")).encode())
+        failed = {"workflow_id": workflow_id, "status": "failed", "error": str(exc)[:300]}
+        return 200, json.dumps(failed).encode()
+    done = {"workflow_id": workflow_id, "status": "succeeded", "result": result}
+    return 200, json.dumps(done, separators=(",", ":")).encode()
+
+
+app = post_app(PREFIX, SUFFIX, _handle)
 
 
 def main() -> None:

@@ -68,9 +68,9 @@ from bench.procs import (  # noqa: E402
     BENCH,
     HOST,
     PY,
-    BenchError,
     Processes,
     free_ports,
+    guarded,
     interrupts_as_exceptions,
     run_checked,
     uvicorn_argv,
@@ -259,6 +259,27 @@ class Flat(FlatDatabases):
             found[side] = json.loads(out.strip().splitlines()[-1])
         self.results["explain"] = found
 
+    def run(self) -> None:
+        """The bench, step by step, into self.results."""
+        (self.tmp / "catalog.toml").write_text(  # before migrate: `check` reads the catalog
+            CATALOG.format(url=f"http://{HOST}:1", schema=PARAMS_SCHEMA)
+        )
+        self.say(f"flat with data: CPUs {cpu_busy() or 0:.0%} busy before the bench")
+        self.disk()
+        self.prepare("small")
+        self.prepare("big")
+        self.prewarm()
+        statement_times(self.urls, reset=True)
+        _ports, targets = self.serve()
+        self.measure(targets)
+        self.results["statement_times"] = statement_times(self.urls, reset=False)
+        self.procs.stop("toolops-small")
+        self.procs.stop("toolops-big")
+        self.explain()
+        self.step("console: list pages and search, rendered in-process on each database …")
+        envs = {side: self.env(side) for side in NAMES}
+        self.results["console"] = flat_console.measure_sides(envs, 7 if self.o.quick else 15)
+
 
 def main(argv: list[str] | None = None) -> int:
     o = parse_options(argv)
@@ -270,35 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmpdir)
         procs = Processes(tmp)
         flat = Flat(o, tmp, procs)
-        try:
-            (tmp / "catalog.toml").write_text(  # before migrate: `check` reads the catalog
-                CATALOG.format(url=f"http://{HOST}:1", schema=PARAMS_SCHEMA)
-            )
-            flat.say(f"flat with data: CPUs {cpu_busy() or 0:.0%} busy before the bench")
-            flat.disk()
-            flat.prepare("small")
-            flat.prepare("big")
-            flat.prewarm()
-            statement_times(flat.urls, reset=True)
-            _ports, targets = flat.serve()
-            flat.measure(targets)
-            flat.results["statement_times"] = statement_times(flat.urls, reset=False)
-            procs.stop("toolops-small")
-            procs.stop("toolops-big")
-            flat.explain()
-            flat.step("console: list pages and search, rendered in-process on each database …")
-            envs = {side: flat.env(side) for side in NAMES}
-            flat.results["console"] = flat_console.measure_sides(envs, 7 if o.quick else 15)
-        except BenchError as exc:
-            procs.stop_all()
-            print(f"\nbench (flat) failed: {exc}", file=sys.stderr)
-            print(procs.error_logs(), file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("\ninterrupted; stopping the servers", file=sys.stderr)
-            return 130
-        finally:
-            procs.stop_all()
+        status = guarded(procs, "bench (flat)", flat.run)
+    if status:
+        return status
     print_table(flat.results, flat.label, flat.say)
     print_explain(flat.results, flat.label, flat.say)
     print_console(flat.results, flat.label, flat.say)

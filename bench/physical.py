@@ -40,6 +40,8 @@ from typing import Any
 
 import urllib3
 
+from bench.asgi_plumbing import post_app
+
 DOWNSTREAM = os.environ.get("BENCH_DOWNSTREAM_URL", "http://127.0.0.1:9100")
 PREFIX = b"/physical/runs/"
 SUFFIX = b"/calls"
@@ -261,40 +263,12 @@ def _utc(epoch_s: float) -> datetime:
 # -- the ASGI app ------------------------------------------------------------------------
 
 
-async def _answer(send: Any, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] != "http":
-        return
-    chunks = []
-    more = True
-    while more:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        more = message.get("more_body", False)
-    if scope["method"] != "POST":
-        await _answer(send, 200, b'{"ok": true}')  # readiness
-        return
-    path: bytes = scope.get("raw_path") or scope["path"].encode()
-    if not (path.startswith(PREFIX) and path.endswith(SUFFIX)):
-        await _answer(send, 404, b'{"message": "not found"}')
-        return
-    run_id = path[len(PREFIX) : -len(SUFFIX)].decode()
+async def _handle(run_id: str, body: bytes) -> tuple[int, bytes]:
     try:
-        answer = await asyncio.to_thread(write, run_id, b"".join(chunks))
+        answer = await asyncio.to_thread(write, run_id, body)
     except Refused as exc:
-        await _answer(send, exc.status, json.dumps({"message": str(exc)}).encode())
-        return
-    await _answer(send, 200, json.dumps(answer, separators=(",", ":")).encode())
+        return exc.status, json.dumps({"message": str(exc)}).encode()
+    return 200, json.dumps(answer, separators=(",", ":")).encode()
+
+
+app = post_app(PREFIX, SUFFIX, _handle)

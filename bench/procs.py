@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -284,3 +284,25 @@ def interrupts_as_exceptions() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def guarded(procs: Processes, what: str, body: Callable[[], object]) -> int:
+    """Runs a bench's body and stops every server it started however it ends; the exit
+    status: 0, 1 when it fails (what failed and the servers' tracebacks printed), or 130
+    when interrupted. Inside `interrupts_as_exceptions`, so that signals unwind here."""
+    try:
+        body()
+    except BenchError as exc:
+        procs.stop_all()
+        print(f"\n{what} failed: {exc}", file=sys.stderr)
+        print(procs.error_logs(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; stopping the servers", file=sys.stderr)
+        return 130
+    finally:
+        # A second Ctrl-C waits for the servers to stop rather than leave them running.
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+        procs.stop_all()
+    return 0

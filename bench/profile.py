@@ -61,6 +61,7 @@ from bench.procs import (  # noqa: E402
     BenchError,
     Processes,
     free_ports,
+    guarded,
     interrupts_as_exceptions,
     run_checked,
     toolops_env,
@@ -274,20 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         interrupts_as_exceptions(),
     ):
         procs = Processes(Path(tmpdir))
-        try:
-            result = Profiler(options, Path(tmpdir), procs).run()
-        except BenchError as exc:
-            procs.stop_all()
-            print(f"\nprofile failed: {exc}", file=sys.stderr)
-            print(procs.error_logs(), file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("\ninterrupted; stopping the servers", file=sys.stderr)
-            return 130
-        finally:
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(s, signal.SIG_IGN)
-            procs.stop_all()
+        profiler = Profiler(options, Path(tmpdir), procs)
+        result: dict[str, Any] = {}
+        status = guarded(procs, "profile", lambda: result.update(profiler.run()))
+    if status:
+        return status
     print_profile(result, options, print)
     if options.json:
         write_json(result, print)

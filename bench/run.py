@@ -28,7 +28,6 @@ import importlib.util
 import os
 import platform
 import secrets
-import signal
 import sys
 import tempfile
 import time
@@ -80,6 +79,7 @@ from bench.procs import (  # noqa: E402
     Processes,
     Serving,
     free_ports,
+    guarded,
     interrupts_as_exceptions,
     run_checked,
     uvicorn_argv,
@@ -319,6 +319,25 @@ class Bench:
             self.results["statements"] = {"error": str(exc)}
             self.say(f"  statement count failed: {str(exc)[-2000:]}")
 
+    def run(self, serving: Serving) -> None:
+        """The bench, step by step: set up, probe, measure, report and save."""
+        (port,) = free_ports(1)
+        self.write_catalog(port)  # before migrate: `check` validates the catalog
+        self.setup_database()
+        self.machine()
+        kind = probe_downstreams(self)
+        self.start_downstream(kind, "downstream", port)
+        self.count_statements()  # first: the code is the one just migrated
+        if not self.o.no_probe:
+            probe_serving(self)
+        if self.o.dbos_mode == "auto" or self.o.study:
+            picked = probe_dbos(self, serving)
+            if self.o.dbos_mode == "auto":
+                self.dbos_mode = picked
+        self.measure(serving, port)
+        self.report()
+        self.save()
+
     def report(self) -> None:
         print_report(self.results, self.o, self.say)
 
@@ -352,35 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp = Path(tmpdir)
         procs = Processes(tmp)
         bench = Bench(options, tmp, procs)
-        try:
-            (port,) = free_ports(1)
-            bench.write_catalog(port)  # before migrate: `check` validates the catalog
-            bench.setup_database()
-            bench.machine()
-            kind = probe_downstreams(bench)
-            bench.start_downstream(kind, "downstream", port)
-            bench.count_statements()  # first: the code is the one just migrated
-            if not options.no_probe:
-                probe_serving(bench)
-            if options.dbos_mode == "auto" or options.study:
-                picked = probe_dbos(bench, serving)
-                if options.dbos_mode == "auto":
-                    bench.dbos_mode = picked
-            bench.measure(serving, port)
-            bench.report()
-            bench.save()
-        except BenchError as exc:
-            procs.stop_all()
-            print(f"\nbench failed: {exc}", file=sys.stderr)
-            print(procs.error_logs(), file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("\ninterrupted; stopping the servers", file=sys.stderr)
-            return 130
-        finally:
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a 2nd Ctrl-C waits
-                signal.signal(s, signal.SIG_IGN)
-            procs.stop_all()
+        status = guarded(procs, "bench", lambda: bench.run(serving))
+    if status:
+        return status
     print(f"({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -49,9 +49,9 @@ from bench.procs import (  # noqa: E402
     BENCH,
     HOST,
     PY,
-    BenchError,
     Processes,
     free_ports,
+    guarded,
     interrupts_as_exceptions,
     run_checked,
     uvicorn_argv,
@@ -248,6 +248,13 @@ class Scale:
         for name in self.names:
             self.procs.check_alive(name)
 
+    def run(self) -> None:
+        """The bench, step by step, into self.results."""
+        self.say(f"scale: {os.cpu_count()} CPUs, {cpu_busy() or 0:.0%} busy before the bench")
+        target = self.setup()
+        self.measure(target)
+        self.memory(target)
+
     def save(self) -> None:
         self.results["run"] = {
             "python": platform.python_version(),
@@ -277,21 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmpdir)
         procs = Processes(tmp)
         scale = Scale(o, tmp, procs)
-        try:
-            scale.say(f"scale: {os.cpu_count()} CPUs, {cpu_busy() or 0:.0%} busy before the bench")
-            target = scale.setup()
-            scale.measure(target)
-            scale.memory(target)
-        except BenchError as exc:
-            procs.stop_all()
-            print(f"\nbench (scale) failed: {exc}", file=sys.stderr)
-            print(procs.error_logs(), file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("\ninterrupted; stopping the servers", file=sys.stderr)
-            return 130
-        finally:
-            procs.stop_all()
+        status = guarded(procs, "bench (scale)", scale.run)
+    if status:
+        return status
     print_scale(scale.results, scale.say)
     scale.save()
     print(f"(scale: {time.monotonic() - started:.0f} s; {RESULTS.relative_to(ROOT)})")
